@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: MIT
+/* Descriptor management: close, dup, fcntl, ioctl, fstat. */
+#include <stdarg.h>
+
+#include "fdtab.h"
+#include "shim.h"
+#include "track.h"
+
+RSX_EXPORT int close(int fd)
+{
+	struct rsx_sock *old = NULL;
+	int ret;
+
+	rsx_trace_call("close", fd);
+	if (unlikely(rsx_fd_peek(fd) != NULL) && !rsx_guarded() &&
+	    rsx_close_begin(fd, &old))
+		return 0;	/* an fd of ours: the program never had it */
+	ret = RSX_REAL(close)(fd);
+	if (old)
+		RSX_KEEP_ERRNO(rsx_close_end(old));
+	return ret;
+}
+
+RSX_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+	rsx_trace_call("close_range", first);
+	if (!rsx_fdtab_hiwater() || rsx_guarded())
+		return RSX_REAL(close_range)(first, last, flags);
+	return rsx_ret(rsx_close_range(first, last, flags));
+}
+
+RSX_EXPORT void closefrom(int lowfd)
+{
+	rsx_trace_call("closefrom", lowfd);
+	if (!rsx_fdtab_hiwater() || rsx_guarded()) {
+		RSX_REAL(closefrom)(lowfd);
+		return;
+	}
+	RSX_KEEP_ERRNO(rsx_closefrom(lowfd));
+}
+
+RSX_EXPORT int dup(int oldfd)
+{
+	int fd;
+
+	rsx_trace_call("dup", oldfd);
+	fd = RSX_REAL(dup)(oldfd);
+	if (fd >= 0 && (rsx_fd_peek(oldfd) || rsx_fd_peek(fd)) &&
+	    !rsx_guarded())
+		RSX_KEEP_ERRNO(rsx_on_dup(oldfd, fd));
+	return fd;
+}
+
+/* dup2 and dup3 replace newfd: its slot is emptied before the real call. */
+static int rsx_dup_onto(int oldfd, int newfd, int flags, int is_dup3)
+{
+	struct rsx_sock *prev;
+	int ret, err;
+
+	if (oldfd == newfd || (!rsx_fd_peek(oldfd) && !rsx_fd_peek(newfd)) ||
+	    rsx_guarded())
+		goto real;
+	err = rsx_dup2_begin(newfd, &prev);
+	if (err)
+		return rsx_ret(err);
+	ret = is_dup3 ? RSX_REAL(dup3)(oldfd, newfd, flags) :
+			RSX_REAL(dup2)(oldfd, newfd);
+	RSX_KEEP_ERRNO(rsx_dup2_end(oldfd, newfd, ret >= 0, prev));
+	return ret;
+real:
+	return is_dup3 ? RSX_REAL(dup3)(oldfd, newfd, flags) :
+			 RSX_REAL(dup2)(oldfd, newfd);
+}
+
+RSX_EXPORT int dup2(int oldfd, int newfd)
+{
+	rsx_trace_call("dup2", oldfd);
+	return rsx_dup_onto(oldfd, newfd, 0, 0);
+}
+
+RSX_EXPORT int dup3(int oldfd, int newfd, int flags)
+{
+	rsx_trace_call("dup3", oldfd);
+	return rsx_dup_onto(oldfd, newfd, flags, 1);
+}
+
+/*
+ * fcntl's third argument is an int or a pointer depending on cmd; reading it
+ * as a pointer is what glibc itself does, and is harmless when absent.
+ */
+static int rsx_fcntl_done(int fd, int cmd, int ret)
+{
+	if (ret >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) &&
+	    (rsx_fd_peek(fd) || rsx_fd_peek(ret)) && !rsx_guarded())
+		RSX_KEEP_ERRNO(rsx_on_dup(fd, ret));
+	return ret;
+}
+
+RSX_EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	rsx_trace_call("fcntl", fd);
+	return rsx_fcntl_done(fd, cmd, RSX_REAL(fcntl)(fd, cmd, arg));
+}
+
+RSX_EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	rsx_trace_call("fcntl64", fd);
+	return rsx_fcntl_done(fd, cmd, RSX_REAL(fcntl64)(fd, cmd, arg));
+}
+
+RSX_EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	rsx_trace_call("ioctl", fd);
+	return RSX_REAL(ioctl)(fd, req, arg);
+}
+
+RSX_EXPORT int fstat(int fd, struct stat *st)
+{
+	rsx_trace_call("fstat", fd);
+	return RSX_REAL(fstat)(fd, st);
+}
+
+RSX_EXPORT int fstat64(int fd, struct stat64 *st)
+{
+	rsx_trace_call("fstat64", fd);
+	return RSX_REAL(fstat64)(fd, st);
+}
+
+/* Binaries built against glibc < 2.33 call these instead of fstat(). */
+RSX_EXPORT int __fxstat(int ver, int fd, struct stat *st)
+{
+	rsx_trace_call("__fxstat", fd);
+	return RSX_REAL(__fxstat)(ver, fd, st);
+}
+
+RSX_EXPORT int __fxstat64(int ver, int fd, struct stat64 *st)
+{
+	rsx_trace_call("__fxstat64", fd);
+	return RSX_REAL(__fxstat64)(ver, fd, st);
+}

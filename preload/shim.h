@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef RSX_SHIM_H
+#define RSX_SHIM_H
+
+/*
+ * The ABI shim: one thin wrapper per libc entry point.  A wrapper traces the
+ * call (RSOCKX_LOG=trace), calls the real function, and reports descriptor
+ * events to the engine.  It decides nothing; src/ does.
+ *
+ * Engine functions return -errno; this is the only place that turns that
+ * into -1 and errno.  Engine work after a successful real call must not
+ * change errno (some programs read it even on success).
+ */
+#include <errno.h>
+#include <stddef.h>
+
+#include "compiler.h"
+#include "guard.h"
+#include "libc.h"
+#include "log.h"
+
+void *rsx_real_lazy(size_t off);
+
+/*
+ * The real function, resolved by the constructor; a call that arrives before
+ * it ran (another library's constructor, a program whose first call is
+ * send()) resolves the whole table on the spot.
+ */
+#define RSX_REAL(name)							\
+	(likely(rsx_libc.name != NULL) ? rsx_libc.name :		\
+	 (__typeof__(rsx_libc.name))rsx_real_lazy(			\
+		offsetof(struct rsx_libc, name)))
+
+#define RSX_KEEP_ERRNO(expr)						\
+	do {								\
+		int rsx_saved_errno_ = errno;				\
+		expr;							\
+		errno = rsx_saved_errno_;				\
+	} while (0)
+
+static inline int rsx_ret(int ret)
+{
+	if (ret < 0) {
+		errno = -ret;
+		return -1;
+	}
+	return ret;
+}
+
+#endif

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef RSX_CONFIG_H
+#define RSX_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+/*
+ * Which connections may be upgraded: rules from RSOCKX_RULES and the rules
+ * file (rsockx.conf(5)), first match wins, RSOCKX_DEFAULT when none does.
+ *
+ *     ACTION  DIRECTION  PROGRAM  ADDRESS[:PORTS]
+ *     rdma    connect    *        192.168.77.0/24:5000-5100
+ *     tcp     any        sshd     *:22
+ *     probe   accept     redis*   [fd77::]/64:6379
+ */
+enum rsx_action {
+	RSX_ACT_TCP = 0,	/* never upgrade */
+	RSX_ACT_PROBE,		/* ask the peer whether it runs rsockx */
+	RSX_ACT_RDMA,		/* the peer runs rsockx: negotiate at once */
+};
+
+enum rsx_dir {
+	RSX_DIR_CONNECT = 1,
+	RSX_DIR_ACCEPT = 2,
+	RSX_DIR_ANY = RSX_DIR_CONNECT | RSX_DIR_ACCEPT,
+};
+
+#define RSX_RULES_MAX	256
+#define RSX_LINE_MAX	1023
+#define RSX_PROG_MAX	63
+
+struct rsx_rule {
+	uint8_t action;
+	uint8_t dir;
+	uint8_t family;		/* 0: any address, AF_INET, AF_INET6 */
+	uint8_t prefix;		/* significant bits of addr */
+	uint8_t prog_ok;	/* PROGRAM matched this process's name */
+	uint8_t addr[16];
+	uint16_t port_lo;
+	uint16_t port_hi;
+	unsigned int line;
+	char prog[RSX_PROG_MAX + 1];
+};
+
+struct rsx_rules {
+	unsigned int n;
+	struct rsx_rule r[RSX_RULES_MAX];
+};
+
+struct rsx_config {
+	int disabled;		/* RSOCKX_DISABLE: track nothing */
+	int valid;		/* 0 after any configuration error */
+	int default_action;
+	struct rsx_rules rules;
+	char error[256];	/* first error, "source:line: reason" */
+};
+
+extern struct rsx_config rsx_config;
+
+int rsx_parse_action(const char *s);
+int rsx_rules_parse(struct rsx_rules *rs, const char *text, size_t len,
+		    const char *src, char *err, size_t errlen);
+void rsx_rules_bind_program(struct rsx_rules *rs, const char *prog);
+int rsx_rules_match(const struct rsx_rules *rs, int dir,
+		    const struct sockaddr *sa, socklen_t salen,
+		    int default_action, const struct rsx_rule **which);
+int rsx_config_load(struct rsx_config *c, const char *rules_env,
+		    const char *conf_path, const char *default_env,
+		    const char *prog);
+
+#endif

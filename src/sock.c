@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+
+#include "pool.h"
+#include "sock.h"
+
+static struct rsx_pool rsx_sock_pool;
+
+int rsx_sock_pool_init(uint32_t max)
+{
+	return rsx_pool_init(&rsx_sock_pool, sizeof(struct rsx_sock), max);
+}
+
+struct rsx_sock *rsx_sock_new(int kind, int family, int role)
+{
+	struct rsx_sock *s = rsx_pool_get(&rsx_sock_pool);
+
+	if (!s)
+		return NULL;
+	s->kind = kind;
+	s->family = family;
+	atomic_store(&s->role, role);
+	/* Published last: a racing rsx_sock_tryget() sees 0 until then. */
+	atomic_store_explicit(&s->ref, 1, memory_order_release);
+	return s;
+}
+
+/*
+ * Takes a reference unless the object is being freed (ref already 0): the
+ * caller found the pointer without holding one.
+ */
+int rsx_sock_tryget(struct rsx_sock *s)
+{
+	int ref = atomic_load_explicit(&s->ref, memory_order_relaxed);
+
+	do {
+		if (ref <= 0)
+			return 0;
+	} while (!atomic_compare_exchange_weak(&s->ref, &ref, ref + 1));
+	return 1;
+}
+
+void rsx_sock_put(struct rsx_sock *s)
+{
+	if (s->kind == RSX_SOCK_PRIVATE)
+		return;		/* static sentinel, never freed */
+	if (atomic_fetch_sub_explicit(&s->ref, 1, memory_order_acq_rel) == 1)
+		rsx_pool_put(&rsx_sock_pool, s);
+}
+
+uint32_t rsx_sock_inuse(void)
+{
+	return atomic_load(&rsx_sock_pool.inuse);
+}

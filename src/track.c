@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Which descriptors are TCP sockets, and which descriptors share one socket.
+ *
+ * Only sockets rsockx may one day upgrade are tracked: AF_INET/AF_INET6
+ * stream sockets with protocol 0 or IPPROTO_TCP (not MPTCP), created by
+ * socket() or accepted from a tracked listener.  Every other descriptor a
+ * wrapper sees being created clears its slot, because the number may have
+ * belonged to a tracked socket that was closed behind our back.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+
+#include "config.h"
+#include "fdtab.h"
+#include "init.h"
+#include "libc.h"
+#include "log.h"
+#include "stats.h"
+#include "track.h"
+
+static int rsx_tracking(void)
+{
+	if (rsx_init_once())
+		return 0;
+	if (rsx_config.disabled)
+		return 0;
+	return !rsx_fdtab_ready();
+}
+
+static void rsx_track_new(int fd, int family, int role)
+{
+	struct rsx_sock *s;
+
+	if (!rsx_tracking()) {
+		rsx_fd_clear(fd);
+		return;
+	}
+	s = rsx_sock_new(RSX_SOCK_TCP, family, role);
+	if (!s) {
+		rsx_stat_inc(RSX_STAT_untracked_full);
+		rsx_fd_clear(fd);
+		return;
+	}
+	rsx_fd_install(fd, s);
+}
+
+void rsx_on_socket(int fd, int domain, int type, int protocol)
+{
+	if ((domain == AF_INET || domain == AF_INET6) &&
+	    (type & 0xf) == SOCK_STREAM &&
+	    (protocol == 0 || protocol == IPPROTO_TCP)) {
+		rsx_stat_inc(RSX_STAT_tcp_sockets);
+		rsx_track_new(fd, domain, RSX_ROLE_NONE);
+		return;
+	}
+	rsx_fd_clear(fd);
+}
+
+void rsx_on_untracked(int fd)
+{
+	rsx_fd_clear(fd);
+}
+
+void rsx_on_accept(int lfd, int fd)
+{
+	struct rsx_sock *l = rsx_fd_peek(lfd);
+
+	if (!l || l->kind != RSX_SOCK_TCP) {
+		rsx_fd_clear(fd);
+		return;
+	}
+	rsx_stat_inc(RSX_STAT_tcp_accepted);
+	rsx_track_new(fd, l->family, RSX_ROLE_ACCEPTED);
+}
+
+void rsx_on_listen(int fd)
+{
+	struct rsx_sock *s = rsx_fd_peek(fd);
+
+	if (!s || s->kind != RSX_SOCK_TCP)
+		return;
+	atomic_store(&s->role, RSX_ROLE_LISTENER);
+	rsx_stat_inc(RSX_STAT_tcp_listening);
+}
+
+void rsx_on_connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	struct rsx_sock *s = rsx_fd_peek(fd);
+	const struct rsx_rule *r;
+	int action;
+
+	if (!s || s->kind != RSX_SOCK_TCP)
+		return;
+	atomic_store(&s->role, RSX_ROLE_CONNECTOR);
+	rsx_stat_inc(RSX_STAT_tcp_connected);
+	if (!sa || !rsx_config.valid)
+		return;
+	action = rsx_rules_match(&rsx_config.rules, RSX_DIR_CONNECT, sa, len,
+				 rsx_config.default_action, &r);
+	rsx_dbg("fd %d connect: action %d (%s %u)", fd, action,
+		r ? "rule at line" : "default", r ? r->line : 0);
+}
+
+/* dup(), fcntl(F_DUPFD*): newfd was free, so its slot can only be stale. */
+void rsx_on_dup(int oldfd, int newfd)
+{
+	struct rsx_sock *s = rsx_fd_get(oldfd);
+
+	if (!s) {
+		rsx_fd_clear(newfd);
+		return;
+	}
+	rsx_fd_install(newfd, s);
+}
+
+/*
+ * close(): returns 1 when fd is one of rsockx's own descriptors, which the
+ * program cannot have opened; the wrapper then reports success without
+ * closing it.  Otherwise the slot is emptied before the real close, and the
+ * reference is dropped after it.
+ */
+int rsx_close_begin(int fd, struct rsx_sock **old)
+{
+	struct rsx_sock *s = rsx_fd_peek(fd);
+
+	*old = NULL;
+	if (likely(!s))
+		return 0;
+	if (s->kind == RSX_SOCK_PRIVATE) {
+		rsx_stat_inc(RSX_STAT_private_close_refused);
+		return 1;
+	}
+	*old = rsx_fd_take(fd);
+	return 0;
+}
+
+void rsx_close_end(struct rsx_sock *old)
+{
+	if (!old)
+		return;
+	rsx_stat_inc(RSX_STAT_closed);
+	rsx_sock_put(old);
+}
+
+static void rsx_forget_range(unsigned int first, unsigned int last)
+{
+	unsigned int hw = rsx_fdtab_hiwater(), fd;
+
+	if (last >= hw)
+		last = hw ? hw - 1 : 0;
+	for (fd = first; fd <= last && fd < hw; fd++) {
+		if (rsx_fd_is_private(fd))
+			continue;
+		rsx_close_end(rsx_fd_take(fd));
+	}
+}
+
+/*
+ * close_range() and closefrom() must not close our private descriptors: the
+ * range is closed in pieces around them.
+ */
+int rsx_close_range(unsigned int first, unsigned int last, int flags)
+{
+	unsigned int lo = first;
+	int p, ret = 0;
+
+	if (first > last)
+		return -EINVAL;
+	if (!(flags & CLOSE_RANGE_CLOEXEC))
+		rsx_forget_range(first, last);
+	for (;;) {
+		p = rsx_fd_private_next(lo);
+		if (p < 0 || (unsigned int)p > last) {
+			ret = rsx_libc.close_range(lo, last, flags);
+			break;
+		}
+		if ((unsigned int)p > lo) {
+			ret = rsx_libc.close_range(lo, p - 1, flags);
+			if (ret)
+				break;
+		}
+		if ((unsigned int)p == last)
+			break;
+		lo = p + 1;
+	}
+	return ret ? -errno : 0;
+}
+
+int rsx_closefrom(int lowfd)
+{
+	if (lowfd < 0)
+		lowfd = 0;
+	return rsx_close_range(lowfd, ~0u, 0);
+}
+
+/* dup2()/dup3() onto newfd: forget newfd first, as close() does. */
+int rsx_dup2_begin(int newfd, struct rsx_sock **prev)
+{
+	int ret;
+
+	*prev = NULL;
+	if (rsx_fd_is_private(newfd)) {
+		ret = rsx_fd_private_relocate(newfd);
+		if (ret)
+			return ret;
+	}
+	*prev = rsx_fd_take(newfd);
+	return 0;
+}
+
+void rsx_dup2_end(int oldfd, int newfd, int ok, struct rsx_sock *prev)
+{
+	if (!ok) {
+		rsx_fd_restore(newfd, prev);
+		return;
+	}
+	rsx_close_end(prev);
+	rsx_on_dup(oldfd, newfd);
+}
+
+/*
+ * The child of fork() has copies of all descriptors and of our table.  Until
+ * connections are upgraded there is nothing of the parent's to undo.
+ */
+void rsx_on_fork_child(void)
+{
+	rsx_stat_inc(RSX_STAT_forks);
+}
+
+void rsx_on_exec(void)
+{
+	rsx_stat_inc(RSX_STAT_execs);
+}

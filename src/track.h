@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef RSX_TRACK_H
+#define RSX_TRACK_H
+
+#include <sys/socket.h>
+
+#include "sock.h"
+
+/*
+ * Descriptor lifetime events, reported by the shim after (or, for close,
+ * before) the real call.  All of them are async-signal-safe.
+ */
+void rsx_on_socket(int fd, int domain, int type, int protocol);
+void rsx_on_untracked(int fd);
+void rsx_on_accept(int lfd, int fd);
+void rsx_on_listen(int fd);
+void rsx_on_connect(int fd, const struct sockaddr *sa, socklen_t len);
+void rsx_on_dup(int oldfd, int newfd);
+
+int rsx_close_begin(int fd, struct rsx_sock **old);
+void rsx_close_end(struct rsx_sock *old);
+int rsx_close_range(unsigned int first, unsigned int last, int flags);
+int rsx_closefrom(int lowfd);
+
+int rsx_dup2_begin(int newfd, struct rsx_sock **prev);
+void rsx_dup2_end(int oldfd, int newfd, int ok, struct rsx_sock *prev);
+
+void rsx_on_fork_child(void);
+void rsx_on_exec(void);
+
+#endif
