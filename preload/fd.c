@@ -5,6 +5,7 @@
 #include "fdtab.h"
 #include "shim.h"
 #include "track.h"
+#include "upgrade.h"
 
 RSX_EXPORT int close(int fd)
 {
@@ -88,11 +89,15 @@ RSX_EXPORT int dup3(int oldfd, int newfd, int flags)
  * fcntl's third argument is an int or a pointer depending on cmd; reading it
  * as a pointer is what glibc itself does, and is harmless when absent.
  */
-static int rsx_fcntl_done(int fd, int cmd, int ret)
+static int rsx_fcntl_done(int fd, int cmd, void *arg, int ret)
 {
-	if (ret >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) &&
-	    (rsx_fd_peek(fd) || rsx_fd_peek(ret)) && !rsx_guarded())
+	if (ret < 0 || rsx_guarded())
+		return ret;
+	if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) &&
+	    (rsx_fd_peek(fd) || rsx_fd_peek(ret)))
 		RSX_KEEP_ERRNO(rsx_on_dup(fd, ret));
+	else if (cmd == F_SETFL && rsx_fd_peek(fd))
+		RSX_KEEP_ERRNO(rsx_on_setfl(fd, (int)(long)arg));
 	return ret;
 }
 
@@ -105,7 +110,7 @@ RSX_EXPORT int fcntl(int fd, int cmd, ...)
 	arg = va_arg(ap, void *);
 	va_end(ap);
 	rsx_trace_call("fcntl", fd);
-	return rsx_fcntl_done(fd, cmd, RSX_REAL(fcntl)(fd, cmd, arg));
+	return rsx_fcntl_done(fd, cmd, arg, RSX_REAL(fcntl)(fd, cmd, arg));
 }
 
 RSX_EXPORT int fcntl64(int fd, int cmd, ...)
@@ -117,19 +122,30 @@ RSX_EXPORT int fcntl64(int fd, int cmd, ...)
 	arg = va_arg(ap, void *);
 	va_end(ap);
 	rsx_trace_call("fcntl64", fd);
-	return rsx_fcntl_done(fd, cmd, RSX_REAL(fcntl64)(fd, cmd, arg));
+	return rsx_fcntl_done(fd, cmd, arg,
+			      RSX_REAL(fcntl64)(fd, cmd, arg));
 }
 
 RSX_EXPORT int ioctl(int fd, unsigned long req, ...)
 {
 	va_list ap;
 	void *arg;
+	int ret;
 
 	va_start(ap, req);
 	arg = va_arg(ap, void *);
 	va_end(ap);
 	rsx_trace_call("ioctl", fd);
-	return RSX_REAL(ioctl)(fd, req, arg);
+	if (rsx_engine(fd)) {
+		ret = rsx_sock_ioctl(fd, req, arg);
+		if (ret <= 0)
+			return rsx_ret(ret);
+	}
+	ret = RSX_REAL(ioctl)(fd, req, arg);
+	if (ret == 0 && req == FIONBIO && arg && rsx_fd_peek(fd) &&
+	    !rsx_guarded())
+		RSX_KEEP_ERRNO(rsx_on_fionbio(fd, *(int *)arg));
+	return ret;
 }
 
 RSX_EXPORT int fstat(int fd, struct stat *st)

@@ -1,45 +1,78 @@
 // SPDX-License-Identifier: MIT
 /*
  * The data path: reads, writes, their fortified variants, and zero-copy
- * calls.  Until a connection is upgraded these go straight to libc.
+ * calls.  Plain descriptors go straight to libc; sockets in the engine's
+ * hands go to src/upgrade.c as an iovec.
  */
 #include <sys/sendfile.h>
 
 #include "shim.h"
+#include "upgrade.h"
+
+void __chk_fail(void) __attribute__((noreturn));
+
+static ssize_t rsx_recv1(int fd, void *buf, size_t n, int flags)
+{
+	struct iovec iov = { .iov_base = buf, .iov_len = n };
+
+	return rsx_ret(rsx_sock_recv(fd, &iov, 1, flags));
+}
+
+static ssize_t rsx_send1(int fd, const void *buf, size_t n, int flags)
+{
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = n };
+
+	return rsx_ret(rsx_sock_send(fd, &iov, 1, flags));
+}
 
 RSX_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
 	rsx_trace_call("read", fd);
+	if (rsx_engine(fd))
+		return rsx_recv1(fd, buf, n, 0);
 	return RSX_REAL(read)(fd, buf, n);
 }
 
 RSX_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 {
 	rsx_trace_call("__read_chk", fd);
+	if (rsx_engine(fd)) {
+		if (n > buflen)
+			__chk_fail();
+		return rsx_recv1(fd, buf, n, 0);
+	}
 	return RSX_REAL(__read_chk)(fd, buf, n, buflen);
 }
 
 RSX_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
 	rsx_trace_call("write", fd);
+	if (rsx_engine(fd))
+		return rsx_send1(fd, buf, n, 0);
 	return RSX_REAL(write)(fd, buf, n);
 }
 
 RSX_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
 	rsx_trace_call("readv", fd);
+	if (rsx_engine(fd))
+		return rsx_ret(rsx_sock_recv(fd, iov, iovcnt, 0));
 	return RSX_REAL(readv)(fd, iov, iovcnt);
 }
 
 RSX_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
 	rsx_trace_call("writev", fd);
+	if (rsx_engine(fd))
+		return rsx_ret(rsx_sock_send(fd, iov, iovcnt, 0));
 	return RSX_REAL(writev)(fd, iov, iovcnt);
 }
 
 RSX_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
 	rsx_trace_call("recv", fd);
+	if (rsx_engine(fd))
+		return rsx_recv1(fd, buf, n, flags);
 	return RSX_REAL(recv)(fd, buf, n, flags);
 }
 
@@ -47,13 +80,31 @@ RSX_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen,
 			      int flags)
 {
 	rsx_trace_call("__recv_chk", fd);
+	if (rsx_engine(fd)) {
+		if (n > buflen)
+			__chk_fail();
+		return rsx_recv1(fd, buf, n, flags);
+	}
 	return RSX_REAL(__recv_chk)(fd, buf, n, buflen, flags);
+}
+
+/* A connected TCP socket reports no source address: *len becomes 0. */
+static ssize_t rsx_recvfrom(int fd, void *buf, size_t n, int flags,
+			    socklen_t *len)
+{
+	ssize_t ret = rsx_recv1(fd, buf, n, flags);
+
+	if (ret >= 0 && len)
+		*len = 0;
+	return ret;
 }
 
 RSX_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags,
 			    struct sockaddr *addr, socklen_t *len)
 {
 	rsx_trace_call("recvfrom", fd);
+	if (rsx_engine(fd))
+		return rsx_recvfrom(fd, buf, n, flags, len);
 	return RSX_REAL(recvfrom)(fd, buf, n, flags, addr, len);
 }
 
@@ -62,25 +113,65 @@ RSX_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen,
 				  socklen_t *len)
 {
 	rsx_trace_call("__recvfrom_chk", fd);
+	if (rsx_engine(fd)) {
+		if (n > buflen)
+			__chk_fail();
+		return rsx_recvfrom(fd, buf, n, flags, len);
+	}
 	return RSX_REAL(__recvfrom_chk)(fd, buf, n, buflen, flags, addr, len);
+}
+
+static ssize_t rsx_recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	ssize_t ret = rsx_ret(rsx_sock_recv(fd, msg->msg_iov,
+					    msg->msg_iovlen, flags));
+
+	if (ret >= 0) {
+		msg->msg_namelen = 0;
+		msg->msg_controllen = 0;
+		msg->msg_flags = 0;
+	}
+	return ret;
 }
 
 RSX_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	rsx_trace_call("recvmsg", fd);
+	if (rsx_engine(fd))
+		return rsx_recvmsg(fd, msg, flags);
 	return RSX_REAL(recvmsg)(fd, msg, flags);
 }
 
+/* Message vectors on a stream: one message after another, like the
+ * kernel; later ones do not block. */
 RSX_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 			int flags, struct timespec *timeout)
 {
+	unsigned int i;
+	ssize_t n;
+
 	rsx_trace_call("recvmmsg", fd);
-	return RSX_REAL(recvmmsg)(fd, vec, vlen, flags, timeout);
+	if (!rsx_engine(fd))
+		return RSX_REAL(recvmmsg)(fd, vec, vlen, flags, timeout);
+	for (i = 0; i < vlen; i++) {
+		n = rsx_recvmsg(fd, &vec[i].msg_hdr,
+				(flags & ~MSG_WAITFORONE) |
+				(i && (flags & MSG_WAITFORONE) ?
+				 MSG_DONTWAIT : 0));
+		if (n < 0)
+			return i ? (int)i : -1;
+		vec[i].msg_len = n;
+		if (n == 0)
+			return i + 1;
+	}
+	return i;
 }
 
 RSX_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
 	rsx_trace_call("send", fd);
+	if (rsx_engine(fd))
+		return rsx_send1(fd, buf, n, flags);
 	return RSX_REAL(send)(fd, buf, n, flags);
 }
 
@@ -88,26 +179,45 @@ RSX_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
 			  const struct sockaddr *addr, socklen_t len)
 {
 	rsx_trace_call("sendto", fd);
+	if (rsx_engine(fd))
+		return rsx_send1(fd, buf, n, flags);
 	return RSX_REAL(sendto)(fd, buf, n, flags, addr, len);
 }
 
 RSX_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	rsx_trace_call("sendmsg", fd);
+	if (rsx_engine(fd))
+		return rsx_ret(rsx_sock_send(fd, msg->msg_iov,
+					     msg->msg_iovlen, flags));
 	return RSX_REAL(sendmsg)(fd, msg, flags);
 }
 
 RSX_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 			int flags)
 {
+	unsigned int i;
+	ssize_t n;
+
 	rsx_trace_call("sendmmsg", fd);
-	return RSX_REAL(sendmmsg)(fd, vec, vlen, flags);
+	if (!rsx_engine(fd))
+		return RSX_REAL(sendmmsg)(fd, vec, vlen, flags);
+	for (i = 0; i < vlen; i++) {
+		n = rsx_ret(rsx_sock_send(fd, vec[i].msg_hdr.msg_iov,
+					  vec[i].msg_hdr.msg_iovlen, flags));
+		if (n < 0)
+			return i ? (int)i : -1;
+		vec[i].msg_len = n;
+	}
+	return i;
 }
 
 RSX_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset,
 			    size_t count)
 {
 	rsx_trace_call("sendfile", out_fd);
+	if (rsx_engine(out_fd))
+		return rsx_ret(rsx_sock_sendfile(out_fd, in_fd, offset, count));
 	return RSX_REAL(sendfile)(out_fd, in_fd, offset, count);
 }
 
@@ -115,12 +225,21 @@ RSX_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset,
 			      size_t count)
 {
 	rsx_trace_call("sendfile64", out_fd);
+	if (rsx_engine(out_fd))
+		return rsx_ret(rsx_sock_sendfile(out_fd, in_fd, offset, count));
 	return RSX_REAL(sendfile64)(out_fd, in_fd, offset, count);
 }
 
+/*
+ * splice() cannot move ring bytes through the kernel: a socket in the
+ * engine's hands refuses it (EINVAL, what splice says for descriptors that
+ * do not support it), and programs fall back to read/write.
+ */
 RSX_EXPORT ssize_t splice(int fd_in, off64_t *off_in, int fd_out,
 			  off64_t *off_out, size_t len, unsigned int flags)
 {
 	rsx_trace_call("splice", fd_in);
+	if (rsx_engine(fd_in) || rsx_engine(fd_out))
+		return rsx_ret(-EINVAL);
 	return RSX_REAL(splice)(fd_in, off_in, fd_out, off_out, len, flags);
 }

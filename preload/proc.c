@@ -2,6 +2,7 @@
 /* Processes: fork, vfork (see vfork.S), daemon, exec, spawn. */
 #include "shim.h"
 #include "track.h"
+#include "upgrade.h"
 
 RSX_EXPORT pid_t fork(void)
 {
@@ -68,4 +69,27 @@ RSX_EXPORT int posix_spawn(pid_t *pid, const char *path,
 {
 	rsx_trace_call("posix_spawn", -1);
 	return RSX_REAL(posix_spawn)(pid, path, fa, attr, argv, envp);
+}
+
+/*
+ * _exit() skips atexit handlers and destructors, but bytes the program sent
+ * over an upgraded connection must still reach the peer (TCP would deliver
+ * them after the process is gone; a destroyed QP would not).
+ */
+RSX_EXPORT void _exit(int status)
+{
+	rsx_trace_call("_exit", -1);
+	if (rsx_fdtab_hiwater() && !rsx_guarded())
+		rsx_exit_flush();
+	RSX_REAL(_exit)(status);
+	__builtin_unreachable();
+}
+
+RSX_EXPORT void _Exit(int status)
+{
+	rsx_trace_call("_Exit", -1);
+	if (rsx_fdtab_hiwater() && !rsx_guarded())
+		rsx_exit_flush();
+	RSX_REAL(_Exit)(status);
+	__builtin_unreachable();
 }

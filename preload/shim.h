@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "compiler.h"
+#include "fdtab.h"
 #include "guard.h"
 #include "libc.h"
 #include "log.h"
@@ -38,13 +39,28 @@ void *rsx_real_lazy(size_t off);
 		errno = rsx_saved_errno_;				\
 	} while (0)
 
-static inline int rsx_ret(int ret)
+static inline long rsx_ret(long ret)
 {
 	if (ret < 0) {
 		errno = -ret;
 		return -1;
 	}
 	return ret;
+}
+
+/*
+ * Does this call belong to the engine?  Only for sockets that are being
+ * negotiated or are upgraded; everything else (other descriptors, plain TCP
+ * connections) costs one bounds check, one load and one test.
+ */
+static inline int rsx_engine(int fd)
+{
+	struct rsx_sock *s = rsx_fd_peek(fd);
+
+	if (likely(!s || !atomic_load_explicit(&s->mode,
+					       memory_order_relaxed)))
+		return 0;
+	return !rsx_guarded();
 }
 
 #endif

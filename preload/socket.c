@@ -3,6 +3,7 @@
 #include "fdtab.h"
 #include "shim.h"
 #include "track.h"
+#include "upgrade.h"
 
 RSX_EXPORT int socket(int domain, int type, int protocol)
 {
@@ -52,7 +53,7 @@ RSX_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 	rsx_trace_call("accept", fd);
 	nfd = RSX_REAL(accept)(fd, addr, len);
 	if (nfd >= 0 && !rsx_guarded())
-		RSX_KEEP_ERRNO(rsx_on_accept(fd, nfd));
+		RSX_KEEP_ERRNO(rsx_on_accept(fd, nfd, 0));
 	return nfd;
 }
 
@@ -64,7 +65,7 @@ RSX_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len,
 	rsx_trace_call("accept4", fd);
 	nfd = RSX_REAL(accept4)(fd, addr, len, flags);
 	if (nfd >= 0 && !rsx_guarded())
-		RSX_KEEP_ERRNO(rsx_on_accept(fd, nfd));
+		RSX_KEEP_ERRNO(rsx_on_accept(fd, nfd, flags));
 	return nfd;
 }
 
@@ -73,16 +74,20 @@ RSX_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	int ret;
 
 	rsx_trace_call("connect", fd);
+	if (rsx_fd_peek(fd) && !rsx_guarded())
+		RSX_KEEP_ERRNO(rsx_on_connect_prepare(fd, addr, len));
 	ret = RSX_REAL(connect)(fd, addr, len);
 	if ((ret == 0 || errno == EINPROGRESS) && rsx_fd_peek(fd) &&
 	    !rsx_guarded())
-		RSX_KEEP_ERRNO(rsx_on_connect(fd, addr, len));
+		RSX_KEEP_ERRNO(rsx_on_connect(fd, addr, len, ret == 0));
 	return ret;
 }
 
 RSX_EXPORT int shutdown(int fd, int how)
 {
 	rsx_trace_call("shutdown", fd);
+	if (rsx_engine(fd))
+		return rsx_ret(rsx_sock_shutdown(fd, how));
 	return RSX_REAL(shutdown)(fd, how);
 }
 

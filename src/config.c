@@ -232,23 +232,57 @@ static void rsx_seterr(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* One line, comment already cut: its ';'-separated rules. */
+static int rsx_parse_line(struct rsx_rules *rs, char *line, const char *src,
+			  unsigned int lineno, char *err, size_t errlen)
+{
+	const char *why;
+	char *rule, *next;
+	int ret;
+
+	for (rule = line; rule; rule = next) {
+		next = strchr(rule, ';');
+		if (next)
+			*next++ = 0;
+		if (rs->n == RSX_RULES_MAX) {
+			/* only an error if there is one more rule */
+			if (rule[strspn(rule, " \t\r")]) {
+				rsx_seterr(err, errlen, "%s:%u: more than %d rules",
+					   src, lineno, RSX_RULES_MAX);
+				return -E2BIG;
+			}
+			continue;
+		}
+		memset(&rs->r[rs->n], 0, sizeof(rs->r[rs->n]));
+		why = "syntax error";
+		ret = rsx_parse_rule(rule, &rs->r[rs->n], &why);
+		if (ret < 0) {
+			rsx_seterr(err, errlen, "%s:%u: %s", src, lineno, why);
+			return ret;
+		}
+		if (ret == 0)
+			rs->r[rs->n++].line = lineno;
+	}
+	return 0;
+}
+
 /*
- * Appends the rules in text[0..len) to rs.  Rules end at a newline or ';';
- * '#' starts a comment.  A NUL byte is an error, not an end.
+ * Appends the rules in text[0..len) to rs.  '#' starts a comment that runs
+ * to the end of the line; ';' separates rules within a line (so that
+ * RSOCKX_RULES can hold several).  A NUL byte is an error, not an end.
  */
 int rsx_rules_parse(struct rsx_rules *rs, const char *text, size_t len,
 		    const char *src, char *err, size_t errlen)
 {
 	char line[RSX_LINE_MAX + 1];
 	unsigned int lineno = 0;
-	const char *why;
 	size_t i = 0, j, n;
 	int ret;
 
 	while (i < len) {
 		lineno++;
 		j = i;
-		while (j < len && text[j] != '\n' && text[j] != ';')
+		while (j < len && text[j] != '\n')
 			j++;
 		n = j - i;
 		if (memchr(text + i, 0, n)) {
@@ -264,24 +298,9 @@ int rsx_rules_parse(struct rsx_rules *rs, const char *text, size_t len,
 		line[n] = 0;
 		i = j + 1;
 		line[strcspn(line, "#")] = 0;
-		if (rs->n == RSX_RULES_MAX) {
-			/* only an error if this line holds one more rule */
-			if (line[strspn(line, " \t\r")]) {
-				rsx_seterr(err, errlen, "%s:%u: more than %d rules",
-					   src, lineno, RSX_RULES_MAX);
-				return -E2BIG;
-			}
-			continue;
-		}
-		memset(&rs->r[rs->n], 0, sizeof(rs->r[rs->n]));
-		why = "syntax error";
-		ret = rsx_parse_rule(line, &rs->r[rs->n], &why);
-		if (ret < 0) {
-			rsx_seterr(err, errlen, "%s:%u: %s", src, lineno, why);
+		ret = rsx_parse_line(rs, line, src, lineno, err, errlen);
+		if (ret)
 			return ret;
-		}
-		if (ret == 0)
-			rs->r[rs->n++].line = lineno;
 	}
 	return 0;
 }
@@ -362,6 +381,33 @@ int rsx_rules_match(const struct rsx_rules *rs, int dir,
 	return default_action;
 }
 
+/* A decimal number with an optional k, m or g suffix (powers of 1024). */
+int rsx_parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	uint64_t v = 0, mul = 1;
+	const char *p = s;
+
+	if (*p < '0' || *p > '9')
+		return -EINVAL;
+	while (*p >= '0' && *p <= '9') {
+		if (v > (UINT64_MAX - 9) / 10)
+			return -ERANGE;
+		v = v * 10 + (*p++ - '0');
+	}
+	switch (*p) {
+	case 'k': case 'K': mul = 1ull << 10; p++; break;
+	case 'm': case 'M': mul = 1ull << 20; p++; break;
+	case 'g': case 'G': mul = 1ull << 30; p++; break;
+	}
+	if (*p || v > UINT64_MAX / mul)
+		return -EINVAL;
+	v *= mul;
+	if (v < min || v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
 static int rsx_read_file(const char *path, char *buf, size_t size,
 			 size_t *len)
 {
@@ -424,6 +470,7 @@ int rsx_config_load(struct rsx_config *c, const char *rules_env,
 	c->error[0] = 0;
 	c->rules.n = 0;
 	c->default_action = RSX_ACT_TCP;
+
 	if (default_env) {
 		v = rsx_parse_action(default_env);
 		if (v < 0) {

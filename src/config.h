@@ -53,6 +53,11 @@ struct rsx_config {
 	int disabled;		/* RSOCKX_DISABLE: track nothing */
 	int valid;		/* 0 after any configuration error */
 	int default_action;
+	uint32_t ring_size;	/* RSOCKX_RING_SIZE: our receive ring */
+	uint32_t spin_us;	/* RSOCKX_SPIN_US: poll this long before sleeping */
+	int linger_ms;		/* RSOCKX_LINGER_MS: close() waits this long */
+	int hello_wait_ms;	/* a message's start waits this long for its rest */
+	int hello_grace_ms;	/* a server speaking first waits for a HELLO */
 	struct rsx_rules rules;
 	char error[256];	/* first error, "source:line: reason" */
 };
@@ -66,6 +71,7 @@ void rsx_rules_bind_program(struct rsx_rules *rs, const char *prog);
 int rsx_rules_match(const struct rsx_rules *rs, int dir,
 		    const struct sockaddr *sa, socklen_t salen,
 		    int default_action, const struct rsx_rule **which);
+int rsx_parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 int rsx_config_load(struct rsx_config *c, const char *rules_env,
 		    const char *conf_path, const char *default_env,
 		    const char *prog);

@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/select.h>
@@ -58,7 +59,7 @@ int __fxstat64(int ver, int fd, struct stat64 *buf);
 	X(fstat, NULL) X(fstat64, NULL) \
 	X(__fxstat, "GLIBC_2.2.5") X(__fxstat64, "GLIBC_2.2.5") \
 	X(fork, NULL) X(vfork, NULL) X(_Fork, NULL) X(daemon, NULL) \
-	X(execve, NULL) X(posix_spawn, NULL) \
+	X(execve, NULL) X(posix_spawn, NULL) X(_exit, NULL) X(_Exit, NULL) \
 	X(__read_chk, NULL) X(__recv_chk, NULL) X(__recvfrom_chk, NULL) \
 	X(__poll_chk, NULL) X(__ppoll_chk, NULL)
 

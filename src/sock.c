@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 
+#include "conn.h"
 #include "pool.h"
 #include "sock.h"
 
@@ -20,6 +21,15 @@ struct rsx_sock *rsx_sock_new(int kind, int family, int role)
 	s->kind = kind;
 	s->family = family;
 	atomic_store(&s->role, role);
+	atomic_store(&s->mode, 0);
+	atomic_store(&s->nonblock, 0);
+	s->state = RSX_ST_TCP;
+	s->action = 0;
+	s->rd_shut = 0;
+	s->wr_shut = 0;
+	s->partial_since = 0;
+	s->conn = NULL;
+	pthread_mutex_init(&s->lock, NULL);
 	/* Published last: a racing rsx_sock_tryget() sees 0 until then. */
 	atomic_store_explicit(&s->ref, 1, memory_order_release);
 	return s;
@@ -44,11 +54,22 @@ void rsx_sock_put(struct rsx_sock *s)
 {
 	if (s->kind == RSX_SOCK_PRIVATE)
 		return;		/* static sentinel, never freed */
-	if (atomic_fetch_sub_explicit(&s->ref, 1, memory_order_acq_rel) == 1)
-		rsx_pool_put(&rsx_sock_pool, s);
+	if (atomic_fetch_sub_explicit(&s->ref, 1, memory_order_acq_rel) != 1)
+		return;
+	if (s->conn) {
+		rsx_conn_destroy(s->conn);
+		s->conn = NULL;
+	}
+	rsx_pool_put(&rsx_sock_pool, s);
 }
 
 uint32_t rsx_sock_inuse(void)
 {
 	return atomic_load(&rsx_sock_pool.inuse);
+}
+
+void rsx_sock_set_state(struct rsx_sock *s, int state)
+{
+	s->state = state;
+	atomic_store(&s->mode, state != RSX_ST_TCP);
 }

@@ -2,6 +2,7 @@
 #ifndef RSX_SOCK_H
 #define RSX_SOCK_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -26,12 +27,40 @@ enum rsx_sock_role {
 	RSX_ROLE_ACCEPTED,
 };
 
+/*
+ * What the data path does with a socket.  RSX_ST_TCP is the only state in
+ * which the shim passes calls straight to libc (mode == 0, one load and one
+ * test per call); every other state needs the engine (mode == 1).
+ */
+enum rsx_state {
+	RSX_ST_TCP = 0,		/* plain kernel TCP, for good */
+	RSX_ST_CLIENT_NEW,	/* will send HELLO before the first byte */
+	RSX_ST_CLIENT_HELLO,	/* HELLO sent, ACK/NAK not seen yet */
+	RSX_ST_SERVER_NEW,	/* accepted: a HELLO may be the first bytes */
+	RSX_ST_SERVER_STRIP,	/* application spoke first: drop a HELLO */
+	RSX_ST_UPGRADED,	/* conn exists (TCP until the cut-over) */
+	RSX_ST_FORKED,		/* upgraded in the parent of this fork child */
+};
+
+struct rsx_conn;
+
 struct rsx_sock {
 	_Atomic int ref;
 	uint8_t kind;
 	uint8_t family;		/* AF_INET or AF_INET6 */
 	_Atomic uint8_t role;
+	_Atomic uint8_t mode;	/* 0: pass through, 1: engine */
+	uint8_t state;		/* enum rsx_state, under lock */
+	_Atomic uint8_t nonblock; /* O_NONBLOCK of the open file description */
+	uint8_t action;		/* enum rsx_action for connect() */
+	uint8_t rd_shut;
+	uint8_t wr_shut;
+	int64_t partial_since;	/* ms: a HELLO prefix seen, rest not yet */
+	pthread_mutex_t lock;
+	struct rsx_conn *conn;
 };
+
+void rsx_sock_set_state(struct rsx_sock *s, int state);
 
 int rsx_sock_pool_init(uint32_t max);
 struct rsx_sock *rsx_sock_new(int kind, int family, int role);

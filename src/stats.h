@@ -22,7 +22,25 @@
 	X(private_close_refused) /* program tried to close an fd of ours */ \
 	X(forks)		/* fork children seen */		\
 	X(execs)		/* execve() calls seen */		\
-	X(config_errors)	/* invalid configuration: nothing upgrades */
+	X(config_errors)	/* invalid configuration: nothing upgrades */ \
+	X(hello_sent)		/* client: HELLO written to TCP */	\
+	X(hello_received)	/* server: HELLO taken off TCP */	\
+	X(ack_sent) X(ack_received) X(nak_sent) X(nak_received)	\
+	X(upgraded)		/* connections now carried by a QP */	\
+	X(fallback_rules)	/* stayed TCP: rules say tcp */		\
+	X(fallback_nodev)	/* ... no RDMA device for the address */	\
+	X(fallback_resources)	/* ... memory, QP or registration failed */ \
+	X(fallback_peer)	/* ... peer answered with data, not ACK */	\
+	X(fallback_nak)		/* ... peer said NAK */			\
+	X(fallback_qp)		/* ... QP would not reach RTS */	\
+	X(fallback_fork)	/* upgraded socket used in a fork child */ \
+	X(rdma_tx_bytes)	/* application bytes sent over RDMA */	\
+	X(rdma_rx_bytes)	/* ... received over RDMA */		\
+	X(tcp_tx_bytes)		/* bytes of negotiating sockets sent on TCP */ \
+	X(tcp_rx_bytes)		/* ... received on TCP */		\
+	X(qps_created) X(qps_destroyed)					\
+	X(conn_errors)		/* upgraded connections that broke */	\
+	X(sleeps)		/* waits on the completion channel */
 
 enum rsx_stat {
 #define RSX_STAT_ENUM(name) RSX_STAT_##name,
@@ -36,6 +54,11 @@ extern _Atomic uint64_t rsx_stats[RSX_STAT_COUNT];
 static inline void rsx_stat_inc(enum rsx_stat s)
 {
 	atomic_fetch_add_explicit(&rsx_stats[s], 1, memory_order_relaxed);
+}
+
+static inline void rsx_stat_add(enum rsx_stat s, uint64_t n)
+{
+	atomic_fetch_add_explicit(&rsx_stats[s], n, memory_order_relaxed);
 }
 
 static inline uint64_t rsx_stat_get(enum rsx_stat s)

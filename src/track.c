@@ -9,15 +9,18 @@
  * belonged to a tracked socket that was closed behind our back.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 
 #include "config.h"
+#include "dev.h"
 #include "fdtab.h"
 #include "init.h"
 #include "libc.h"
 #include "log.h"
 #include "stats.h"
 #include "track.h"
+#include "upgrade.h"
 
 static int rsx_tracking(void)
 {
@@ -28,21 +31,25 @@ static int rsx_tracking(void)
 	return !rsx_fdtab_ready();
 }
 
-static void rsx_track_new(int fd, int family, int role)
+static struct rsx_sock *rsx_track_new(int fd, int family, int role,
+				      int nonblock)
 {
 	struct rsx_sock *s;
 
 	if (!rsx_tracking()) {
 		rsx_fd_clear(fd);
-		return;
+		return NULL;
 	}
 	s = rsx_sock_new(RSX_SOCK_TCP, family, role);
 	if (!s) {
 		rsx_stat_inc(RSX_STAT_untracked_full);
 		rsx_fd_clear(fd);
-		return;
+		return NULL;
 	}
-	rsx_fd_install(fd, s);
+	atomic_store(&s->nonblock, !!nonblock);
+	if (rsx_fd_install(fd, s))
+		return NULL;
+	return s;
 }
 
 void rsx_on_socket(int fd, int domain, int type, int protocol)
@@ -51,7 +58,8 @@ void rsx_on_socket(int fd, int domain, int type, int protocol)
 	    (type & 0xf) == SOCK_STREAM &&
 	    (protocol == 0 || protocol == IPPROTO_TCP)) {
 		rsx_stat_inc(RSX_STAT_tcp_sockets);
-		rsx_track_new(fd, domain, RSX_ROLE_NONE);
+		rsx_track_new(fd, domain, RSX_ROLE_NONE,
+			      type & SOCK_NONBLOCK);
 		return;
 	}
 	rsx_fd_clear(fd);
@@ -62,16 +70,39 @@ void rsx_on_untracked(int fd)
 	rsx_fd_clear(fd);
 }
 
-void rsx_on_accept(int lfd, int fd)
+/*
+ * An accepted connection may start with a client's HELLO: the engine looks
+ * at its first bytes (and takes a HELLO out) before the application does.
+ */
+void rsx_on_accept(int lfd, int fd, int flags)
 {
-	struct rsx_sock *l = rsx_fd_peek(lfd);
+	struct rsx_sock *l = rsx_fd_peek(lfd), *s;
 
 	if (!l || l->kind != RSX_SOCK_TCP) {
 		rsx_fd_clear(fd);
 		return;
 	}
 	rsx_stat_inc(RSX_STAT_tcp_accepted);
-	rsx_track_new(fd, l->family, RSX_ROLE_ACCEPTED);
+	s = rsx_track_new(fd, l->family, RSX_ROLE_ACCEPTED,
+			  flags & SOCK_NONBLOCK);
+	if (s)
+		rsx_sock_accepted(s);
+}
+
+void rsx_on_setfl(int fd, int flags)
+{
+	struct rsx_sock *s = rsx_fd_peek(fd);
+
+	if (s && s->kind == RSX_SOCK_TCP)
+		atomic_store(&s->nonblock, !!(flags & O_NONBLOCK));
+}
+
+void rsx_on_fionbio(int fd, int on)
+{
+	struct rsx_sock *s = rsx_fd_peek(fd);
+
+	if (s && s->kind == RSX_SOCK_TCP)
+		atomic_store(&s->nonblock, !!on);
 }
 
 void rsx_on_listen(int fd)
@@ -84,22 +115,37 @@ void rsx_on_listen(int fd)
 	rsx_stat_inc(RSX_STAT_tcp_listening);
 }
 
-void rsx_on_connect(int fd, const struct sockaddr *sa, socklen_t len)
+/*
+ * Before the real connect(): which action do the rules give this
+ * destination?  For rdma, the RDMA libraries and devices are made ready
+ * now, while the handshake is under way, so that the HELLO leaves as soon
+ * as the connection is up.
+ */
+void rsx_on_connect_prepare(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	struct rsx_sock *s = rsx_fd_peek(fd);
 	const struct rsx_rule *r;
-	int action;
+
+	if (!s || s->kind != RSX_SOCK_TCP || !sa || !rsx_config.valid)
+		return;
+	s->action = rsx_rules_match(&rsx_config.rules, RSX_DIR_CONNECT, sa,
+				    len, rsx_config.default_action, &r);
+	rsx_dbg("fd %d connect: action %d (%s %u)", fd, s->action,
+		r ? "rule at line" : "default", r ? r->line : 0);
+	if (s->action == RSX_ACT_RDMA)
+		rsx_dev_prepare();
+}
+
+void rsx_on_connect(int fd, const struct sockaddr *sa, socklen_t len,
+		    int connected)
+{
+	struct rsx_sock *s = rsx_fd_peek(fd);
 
 	if (!s || s->kind != RSX_SOCK_TCP)
 		return;
 	atomic_store(&s->role, RSX_ROLE_CONNECTOR);
 	rsx_stat_inc(RSX_STAT_tcp_connected);
-	if (!sa || !rsx_config.valid)
-		return;
-	action = rsx_rules_match(&rsx_config.rules, RSX_DIR_CONNECT, sa, len,
-				 rsx_config.default_action, &r);
-	rsx_dbg("fd %d connect: action %d (%s %u)", fd, action,
-		r ? "rule at line" : "default", r ? r->line : 0);
+	rsx_sock_connected(s, fd, s->action, connected);
 }
 
 /* dup(), fcntl(F_DUPFD*): newfd was free, so its slot can only be stale. */
@@ -112,6 +158,13 @@ void rsx_on_dup(int oldfd, int newfd)
 		return;
 	}
 	rsx_fd_install(newfd, s);
+}
+
+/* The last descriptor of an upgraded socket goes: deliver what was sent. */
+static void rsx_close_flush(struct rsx_sock *s, int fd)
+{
+	if (s && s->conn && atomic_load(&s->ref) == 1)
+		rsx_sock_close_last(s, fd);
 }
 
 /*
@@ -132,6 +185,7 @@ int rsx_close_begin(int fd, struct rsx_sock **old)
 		return 1;
 	}
 	*old = rsx_fd_take(fd);
+	rsx_close_flush(*old, fd);
 	return 0;
 }
 
@@ -146,13 +200,16 @@ void rsx_close_end(struct rsx_sock *old)
 static void rsx_forget_range(unsigned int first, unsigned int last)
 {
 	unsigned int hw = rsx_fdtab_hiwater(), fd;
+	struct rsx_sock *s;
 
 	if (last >= hw)
 		last = hw ? hw - 1 : 0;
 	for (fd = first; fd <= last && fd < hw; fd++) {
 		if (rsx_fd_is_private(fd))
 			continue;
-		rsx_close_end(rsx_fd_take(fd));
+		s = rsx_fd_take(fd);
+		rsx_close_flush(s, fd);
+		rsx_close_end(s);
 	}
 }
 
@@ -206,6 +263,7 @@ int rsx_dup2_begin(int newfd, struct rsx_sock **prev)
 			return ret;
 	}
 	*prev = rsx_fd_take(newfd);
+	rsx_close_flush(*prev, newfd);
 	return 0;
 }
 
@@ -219,13 +277,11 @@ void rsx_dup2_end(int oldfd, int newfd, int ok, struct rsx_sock *prev)
 	rsx_on_dup(oldfd, newfd);
 }
 
-/*
- * The child of fork() has copies of all descriptors and of our table.  Until
- * connections are upgraded there is nothing of the parent's to undo.
- */
+/* The child of fork() has copies of all descriptors and of our table. */
 void rsx_on_fork_child(void)
 {
 	rsx_stat_inc(RSX_STAT_forks);
+	rsx_fork_child_sockets();
 }
 
 void rsx_on_exec(void)

@@ -12,10 +12,15 @@
  */
 void rsx_on_socket(int fd, int domain, int type, int protocol);
 void rsx_on_untracked(int fd);
-void rsx_on_accept(int lfd, int fd);
+void rsx_on_accept(int lfd, int fd, int flags);
 void rsx_on_listen(int fd);
-void rsx_on_connect(int fd, const struct sockaddr *sa, socklen_t len);
+void rsx_on_connect_prepare(int fd, const struct sockaddr *sa,
+			    socklen_t len);
+void rsx_on_connect(int fd, const struct sockaddr *sa, socklen_t len,
+		    int connected);
 void rsx_on_dup(int oldfd, int newfd);
+void rsx_on_setfl(int fd, int flags);
+void rsx_on_fionbio(int fd, int on);
 
 int rsx_close_begin(int fd, struct rsx_sock **old);
 void rsx_close_end(struct rsx_sock *old);

@@ -69,8 +69,12 @@ static void test_good(void)
 	is_int(rs.r[2].line, 3, "line numbers kept");
 
 	is_int(parse("rdma connect * 1.2.3.4;tcp any * *"), 0,
-	       "';' separates rules like a newline");
+	       "';' separates rules on a line");
 	is_int(rs.n, 2, "two rules from one line");
+	is_int(parse("tcp any * *:22 # a note; more words\nrdma any * *"), 0,
+	       "';' inside a comment is comment");
+	is_int(rs.n, 2, "two rules");
+	is_int(rs.r[1].line, 2, "line numbers count lines, not ';'");
 	is_int(parse("rdma\tconnect\t*\t1.2.3.4\r\n"), 0, "tabs and CRLF");
 	is_int(parse("rdma connect * 192.168.77.99/24"), 0, "host bits");
 	ok(rs.r[0].addr[3] == 0, "host bits beyond the prefix are masked");

@@ -1,0 +1,715 @@
+// SPDX-License-Identifier: MIT
+/*
+ * RDMA resources and the ring data path of one upgraded connection
+ * (conn.h).  Callers hold the owning socket's lock.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "fdtab.h"
+#include "guard.h"
+#include "libc.h"
+#include "log.h"
+#include "stats.h"
+
+#define RSX_SQ_DEPTH		256
+#define RSX_RQ_DEPTH		512
+#define RSX_RQ_RESERVE		64	/* receives kept for control messages */
+#define RSX_CREDIT_MSGS		32	/* return message credits this often */
+#define RSX_SIGNAL_EVERY	32
+#define RSX_CHUNK_MAX		(256u * 1024)
+#define RSX_POLL_BATCH		32
+
+#define RSX_IMM(type, val)	(((uint32_t)(type) << 28) | (val))
+
+static uint32_t rsx_rand24(void)
+{
+	uint32_t v = 0;
+
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
+		v = (uint32_t)time(NULL) ^ (uint32_t)getpid() * 2654435761u;
+	return v & 0xffffff;
+}
+
+static void *rsx_map(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static size_t rsx_page_round(size_t len)
+{
+	size_t pg = sysconf(_SC_PAGESIZE);
+
+	return (len + pg - 1) & ~(pg - 1);
+}
+
+/* Moves the completion channel's fd up among rsockx's own descriptors. */
+static void rsx_chan_hide(struct ibv_comp_channel *chan)
+{
+	int fd;
+
+	fd = rsx_libc.fcntl(chan->fd, F_DUPFD_CLOEXEC, rsx_fd_private_base());
+	if (fd >= 0) {
+		rsx_libc.close(chan->fd);
+		chan->fd = fd;
+	}
+	rsx_libc.fcntl(chan->fd, F_SETFL,
+		       rsx_libc.fcntl(chan->fd, F_GETFL) | O_NONBLOCK);
+	rsx_fd_set_private(chan->fd, NULL);
+}
+
+static int rsx_post_recvs(struct rsx_conn *c, uint32_t n)
+{
+	struct ibv_recv_wr wr[RSX_POLL_BATCH], *bad;
+	uint32_t i, k;
+	int ret;
+
+	while (n) {
+		k = n < RSX_POLL_BATCH ? n : RSX_POLL_BATCH;
+		for (i = 0; i < k; i++) {
+			wr[i] = (struct ibv_recv_wr){
+				.wr_id = 0,
+				.next = i + 1 < k ? &wr[i + 1] : NULL,
+				.sg_list = NULL,
+				.num_sge = 0,
+			};
+		}
+		ret = ibv_post_recv(c->qp, wr, &bad);
+		if (ret)
+			return -ret;
+		n -= k;
+	}
+	return 0;
+}
+
+int rsx_conn_create(struct rsx_dev *dev, uint32_t ring_size,
+		    struct rsx_conn **out)
+{
+	struct ibv_qp_init_attr qia;
+	struct ibv_qp_attr qa;
+	struct rsx_conn *c;
+	int ret = -ENOMEM;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->dev = dev;
+	c->ring_size = ring_size;
+	c->rx_tcp_limit = -1;
+	c->psn = rsx_rand24();
+	if (getrandom(&c->nonce, sizeof(c->nonce), GRND_NONBLOCK) !=
+	    sizeof(c->nonce))
+		c->nonce = ((uint64_t)rsx_rand24() << 40) ^ (uint64_t)c;
+
+	rsx_guard_enter();
+	c->rxmem_len = rsx_page_round(ring_size + RSX_CTRL_SIZE);
+	c->rxmem = rsx_map(c->rxmem_len);
+	if (!c->rxmem)
+		goto err;
+	c->ring = c->rxmem;
+	c->ctrl = (volatile struct rsx_ctrl *)(c->rxmem + ring_size);
+	c->ring_mr = rsx_ibv.reg_mr(dev->pd, c->rxmem,
+				    ring_size + RSX_CTRL_SIZE,
+				    IBV_ACCESS_LOCAL_WRITE |
+				    IBV_ACCESS_REMOTE_WRITE);
+	if (!c->ring_mr) {
+		ret = -errno;
+		rsx_info("reg_mr of the ring failed: %s", strerror(errno));
+		goto err;
+	}
+	c->chan = rsx_ibv.create_comp_channel(dev->ctx);
+	if (!c->chan)
+		goto err_errno;
+	rsx_chan_hide(c->chan);
+	c->cq = rsx_ibv.create_cq(dev->ctx, RSX_SQ_DEPTH + RSX_RQ_DEPTH, c,
+				  c->chan, 0);
+	if (!c->cq)
+		goto err_errno;
+	memset(&qia, 0, sizeof(qia));
+	qia.send_cq = c->cq;
+	qia.recv_cq = c->cq;
+	qia.qp_type = IBV_QPT_RC;
+	qia.sq_sig_all = 0;
+	qia.cap.max_send_wr = RSX_SQ_DEPTH;
+	qia.cap.max_recv_wr = RSX_RQ_DEPTH;
+	qia.cap.max_send_sge = 1;
+	qia.cap.max_recv_sge = 1;
+	qia.cap.max_inline_data = 64;
+	c->qp = rsx_ibv.create_qp(dev->pd, &qia);
+	if (!c->qp) {
+		/* some devices have no inline data */
+		qia.cap.max_inline_data = 0;
+		c->qp = rsx_ibv.create_qp(dev->pd, &qia);
+	}
+	if (!c->qp)
+		goto err_errno;
+	c->max_inline = qia.cap.max_inline_data;
+
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_state = IBV_QPS_INIT;
+	qa.pkey_index = 0;
+	qa.port_num = dev->port;
+	qa.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	ret = rsx_ibv.modify_qp(c->qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	if (ret) {
+		rsx_info("QP %u RESET->INIT failed: %s", c->qp->qp_num,
+			 strerror(ret));
+		ret = -ret;
+		goto err;
+	}
+	/* receives before the peer can possibly send */
+	ret = rsx_post_recvs(c, RSX_RQ_DEPTH);
+	if (ret)
+		goto err;
+	rsx_guard_leave();
+	rsx_stat_inc(RSX_STAT_qps_created);
+	*out = c;
+	return 0;
+
+err_errno:
+	ret = errno ? -errno : -ENOMEM;
+	rsx_info("creating RDMA resources failed: %s", strerror(-ret));
+err:
+	rsx_guard_leave();
+	rsx_conn_destroy(c);
+	return ret;
+}
+
+/* Tears everything down; the peer's rkey for our ring dies with ring_mr. */
+void rsx_conn_destroy(struct rsx_conn *c)
+{
+	struct rsx_sock *old;
+
+	rsx_guard_enter();
+	if (c->qp) {
+		rsx_ibv.destroy_qp(c->qp);
+		rsx_stat_inc(RSX_STAT_qps_destroyed);
+	}
+	if (c->cq)
+		rsx_ibv.destroy_cq(c->cq);
+	if (c->chan) {
+		old = rsx_fd_take(c->chan->fd);
+		(void)old;	/* the private sentinel: nothing to drop */
+		rsx_ibv.destroy_comp_channel(c->chan);
+	}
+	if (c->ring_mr)
+		rsx_ibv.dereg_mr(c->ring_mr);
+	if (c->stage_mr)
+		rsx_ibv.dereg_mr(c->stage_mr);
+	if (c->rxmem)
+		munmap(c->rxmem, c->rxmem_len);
+	if (c->txmem)
+		munmap(c->txmem, c->txmem_len);
+	rsx_guard_leave();
+	free(c);
+}
+
+void rsx_conn_hello(struct rsx_conn *c, int type, struct rsx_hello *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->type = type;
+	h->version = RSX_WIRE_VERSION;
+	h->nonce = c->nonce;
+	h->qpn = c->qp->qp_num;
+	h->psn = c->psn;
+	memcpy(h->gid, c->dev->gid.raw, 16);
+	h->mtu = c->dev->mtu;
+	h->rq_depth = RSX_RQ_DEPTH;
+	h->ring_size = c->ring_size;
+	h->ring_addr = (uintptr_t)c->ring;
+	h->rkey = c->ring_mr->rkey;
+}
+
+static const char *rsx_qp_state_str(int s)
+{
+	static const char *const n[] = { "RESET", "INIT", "RTR", "RTS", "SQD",
+					 "SQE", "ERR" };
+
+	return s >= 0 && s < 7 ? n[s] : "?";
+}
+
+/* Logs where the QP really is: "are both QPs in RTS?" is question one. */
+static void rsx_qp_log_state(struct rsx_conn *c, const char *what, int ret)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr a;
+
+	if (rsx_ibv.query_qp(c->qp, &a, IBV_QP_STATE, &ia))
+		a.qp_state = -1;
+	rsx_info("QP %u: %s failed (%s); QP is in %s", c->qp->qp_num, what,
+		 strerror(ret), rsx_qp_state_str(a.qp_state));
+}
+
+/*
+ * INIT -> RTR -> RTS with the peer's QP, and the staging mirror of its ring.
+ */
+int rsx_conn_connect(struct rsx_conn *c, const struct rsx_hello *peer)
+{
+	struct ibv_qp_attr qa;
+	int ret, mtu;
+
+	c->peer = *peer;
+	rsx_guard_enter();
+	c->txmem_len = rsx_page_round(peer->ring_size + RSX_CTRL_SIZE);
+	c->txmem = rsx_map(c->txmem_len);
+	if (!c->txmem) {
+		ret = ENOMEM;
+		goto err;
+	}
+	c->stage = c->txmem;
+	c->ctrl_out = (struct rsx_ctrl *)(c->txmem + peer->ring_size);
+	c->stage_mr = rsx_ibv.reg_mr(c->dev->pd, c->txmem,
+				     peer->ring_size + RSX_CTRL_SIZE,
+				     IBV_ACCESS_LOCAL_WRITE);
+	if (!c->stage_mr) {
+		ret = errno;
+		goto err;
+	}
+
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_state = IBV_QPS_RTR;
+	mtu = peer->mtu < c->dev->mtu ? peer->mtu : c->dev->mtu;
+	qa.path_mtu = mtu;
+	qa.dest_qp_num = peer->qpn;
+	qa.rq_psn = peer->psn;
+	qa.max_dest_rd_atomic = 0;
+	qa.min_rnr_timer = 12;
+	qa.ah_attr.is_global = 1;
+	memcpy(qa.ah_attr.grh.dgid.raw, peer->gid, 16);
+	qa.ah_attr.grh.sgid_index = c->dev->gid_index;
+	qa.ah_attr.grh.hop_limit = 64;
+	qa.ah_attr.port_num = c->dev->port;
+	ret = rsx_ibv.modify_qp(c->qp, &qa, IBV_QP_STATE | IBV_QP_AV |
+				IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+				IBV_QP_MIN_RNR_TIMER);
+	if (ret) {
+		rsx_qp_log_state(c, "INIT->RTR", ret);
+		goto err;
+	}
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_state = IBV_QPS_RTS;
+	qa.timeout = 14;	/* 4.096 us * 2^14 = 67 ms per try */
+	qa.retry_cnt = 7;
+	qa.rnr_retry = 7;
+	qa.sq_psn = c->psn;
+	qa.max_rd_atomic = 0;
+	ret = rsx_ibv.modify_qp(c->qp, &qa, IBV_QP_STATE | IBV_QP_TIMEOUT |
+				IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+	if (ret) {
+		rsx_qp_log_state(c, "RTR->RTS", ret);
+		goto err;
+	}
+	rsx_guard_leave();
+	c->qp_ready = 1;
+	rsx_dbg("QP %u -> %u RTS, mtu %d, ring %u/%u", c->qp->qp_num,
+		peer->qpn, 128 << mtu, c->ring_size, peer->ring_size);
+	return 0;
+
+err:
+	rsx_guard_leave();
+	return -ret;
+}
+
+/*
+ * Posts one RDMA WRITE WITH IMMEDIATE of len bytes at src into the peer's
+ * memory at remote offset roff from the ring's start.  Every
+ * RSX_SIGNAL_EVERY-th request is signalled; its completion retires all
+ * before it (wr_id carries the running count).
+ */
+static int rsx_post(struct rsx_conn *c, uint64_t roff, const void *src,
+		    uint32_t len, uint32_t lkey, uint32_t imm, int force_signal)
+{
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sge;
+	int ret;
+
+	memset(&wr, 0, sizeof(wr));
+	sge.addr = (uintptr_t)src;
+	sge.length = len;
+	sge.lkey = lkey;
+	wr.wr_id = ++c->sq_posted;
+	wr.sg_list = len ? &sge : NULL;
+	wr.num_sge = len ? 1 : 0;
+	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr.imm_data = htobe32(imm);
+	wr.wr.rdma.remote_addr = c->peer.ring_addr + roff;
+	wr.wr.rdma.rkey = c->peer.rkey;
+	if (len && len <= c->max_inline)
+		wr.send_flags |= IBV_SEND_INLINE;
+	if (force_signal || ++c->unsignaled >= RSX_SIGNAL_EVERY) {
+		wr.send_flags |= IBV_SEND_SIGNALED;
+		c->unsignaled = 0;
+	}
+	ret = ibv_post_send(c->qp, &wr, &bad);
+	if (ret) {
+		c->sq_posted--;
+		rsx_info("post_send failed: %s", strerror(ret));
+		return -ret;
+	}
+	c->tx_msgs++;
+	return 0;
+}
+
+static int rsx_sq_full(const struct rsx_conn *c)
+{
+	return c->sq_posted - c->sq_done >= RSX_SQ_DEPTH - 2;
+}
+
+/* Messages the peer can still take; control messages may use the reserve. */
+static int rsx_msgs_ok(const struct rsx_conn *c, int control)
+{
+	uint64_t out = c->tx_msgs - c->tx_msgs_acked;
+	uint64_t max = c->peer.rq_depth - (control ? 0 : RSX_RQ_RESERVE);
+
+	return out < max && !rsx_sq_full(c);
+}
+
+static int rsx_post_ctrl(struct rsx_conn *c, int type)
+{
+	size_t off = 0, len = 0;
+
+	if (c->err)
+		return c->err;
+	if (!rsx_msgs_ok(c, 1))
+		return -EAGAIN;
+	switch (type) {
+	case RSX_IMM_CREDIT:
+		c->ctrl_out->credit_bytes = c->rx_tail;
+		c->ctrl_out->credit_msgs = c->rx_msgs;
+		off = offsetof(struct rsx_ctrl, credit_bytes);
+		len = 2 * sizeof(uint64_t);
+		break;
+	case RSX_IMM_CUTOVER:
+		c->ctrl_out->cutover = c->tx_tcp;
+		off = offsetof(struct rsx_ctrl, cutover);
+		len = sizeof(uint64_t);
+		break;
+	}
+	return rsx_post(c, c->peer.ring_size + off,
+			(uint8_t *)c->ctrl_out + off, len, c->stage_mr->lkey,
+			RSX_IMM(type, 0), type == RSX_IMM_FIN);
+}
+
+/* Our sends move to the ring: CUTOVER(n) tells the peer how many bytes to
+ * read from TCP first. */
+int rsx_conn_cutover(struct rsx_conn *c)
+{
+	int ret = rsx_post_ctrl(c, RSX_IMM_CUTOVER);
+
+	if (!ret) {
+		c->tx_ring = 1;
+		rsx_dbg("QP %u: cutover after %llu TCP bytes", c->qp->qp_num,
+			(unsigned long long)c->tx_tcp);
+	}
+	return ret;
+}
+
+static void rsx_maybe_credit(struct rsx_conn *c)
+{
+	if (!c->qp_ready || !c->stage_mr)
+		return;
+	if (c->rx_tail - c->credit_bytes_sent < c->ring_size / 4 &&
+	    c->rx_msgs - c->credit_msgs_sent < RSX_CREDIT_MSGS)
+		return;
+	if (rsx_post_ctrl(c, RSX_IMM_CREDIT))
+		return;	/* retried on the next poll */
+	c->credit_bytes_sent = c->rx_tail;
+	c->credit_msgs_sent = c->rx_msgs;
+}
+
+void rsx_conn_fail(struct rsx_conn *c, int err, const char *why)
+{
+	if (!c->err) {
+		c->err = err;
+		rsx_stat_inc(RSX_STAT_conn_errors);
+		rsx_info("QP %u: connection broken: %s", c->qp->qp_num, why);
+	}
+}
+
+static void rsx_handle_recv(struct rsx_conn *c, uint32_t imm)
+{
+	uint32_t type = imm >> 28, val = imm & 0x0fffffff;
+	uint64_t cb, cm, n;
+
+	c->rx_msgs++;
+	c->rq_repost++;
+	switch (type) {
+	case RSX_IMM_DATA:
+		if (!val || val > c->ring_size - (c->rx_head - c->rx_tail) ||
+		    c->peer_fin) {
+			rsx_conn_fail(c, -ECONNRESET, "DATA beyond the ring");
+			return;
+		}
+		c->rx_head += val;
+		rsx_stat_add(RSX_STAT_rdma_rx_bytes, val);
+		break;
+	case RSX_IMM_CREDIT:
+		cb = c->ctrl->credit_bytes;
+		cm = c->ctrl->credit_msgs;
+		if (cb < c->tx_acked || cb > c->tx_head ||
+		    cm < c->tx_msgs_acked || cm > c->tx_msgs) {
+			rsx_conn_fail(c, -ECONNRESET, "CREDIT out of range");
+			return;
+		}
+		c->tx_acked = cb;
+		c->tx_msgs_acked = cm;
+		break;
+	case RSX_IMM_CUTOVER:
+		n = c->ctrl->cutover;
+		if (c->peer_cutover || n < c->rx_tcp || n > INT64_MAX) {
+			rsx_conn_fail(c, -ECONNRESET, "bad CUTOVER");
+			return;
+		}
+		c->peer_cutover = 1;
+		c->rx_tcp_limit = n;
+		break;
+	case RSX_IMM_FIN:
+		c->peer_fin = 1;
+		break;
+	default:
+		rsx_conn_fail(c, -ECONNRESET, "unknown message");
+	}
+}
+
+/*
+ * Takes in all completions.  Returns how many there were, or c->err once
+ * the connection is broken.
+ */
+int rsx_conn_poll(struct rsx_conn *c)
+{
+	struct ibv_wc wc[RSX_POLL_BATCH];
+	int n, i, total = 0, ret;
+
+	for (;;) {
+		n = ibv_poll_cq(c->cq, RSX_POLL_BATCH, wc);
+		if (n <= 0)
+			break;
+		total += n;
+		for (i = 0; i < n; i++) {
+			if (wc[i].status != IBV_WC_SUCCESS) {
+				/* a flushed request after the first error */
+				if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
+					rsx_info("QP %u: completion error: %s",
+						 c->qp->qp_num,
+						 rsx_ibv.wc_status_str(
+							wc[i].status));
+				rsx_conn_fail(c, -ECONNRESET,
+					      "work request failed");
+				continue;
+			}
+			if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+				rsx_handle_recv(c, be32toh(wc[i].imm_data));
+			else if (wc[i].wr_id > c->sq_done)
+				c->sq_done = wc[i].wr_id;
+		}
+		if (n < RSX_POLL_BATCH)
+			break;
+	}
+	if (c->rq_repost && !c->err) {
+		ret = rsx_post_recvs(c, c->rq_repost);
+		if (ret)
+			rsx_conn_fail(c, ret, "post_recv failed");
+		c->rq_repost = 0;
+	}
+	if (!c->err)
+		rsx_maybe_credit(c);
+	return c->err ? c->err : total;
+}
+
+size_t rsx_conn_tx_room(const struct rsx_conn *c)
+{
+	if (!rsx_msgs_ok(c, 0))
+		return 0;
+	return c->peer.ring_size - (c->tx_head - c->tx_acked);
+}
+
+/* Copies len bytes from iov, starting skip bytes in, to dst. */
+static void rsx_iov_gather(uint8_t *dst, const struct iovec *iov, int iovcnt,
+			   size_t skip, size_t len)
+{
+	size_t n;
+	int i;
+
+	for (i = 0; i < iovcnt && len; i++) {
+		if (skip >= iov[i].iov_len) {
+			skip -= iov[i].iov_len;
+			continue;
+		}
+		n = iov[i].iov_len - skip;
+		if (n > len)
+			n = len;
+		memcpy(dst, (uint8_t *)iov[i].iov_base + skip, n);
+		dst += n;
+		len -= n;
+		skip = 0;
+	}
+}
+
+static void rsx_iov_scatter(const struct iovec *iov, int iovcnt, size_t skip,
+			    const uint8_t *src, size_t len)
+{
+	size_t n;
+	int i;
+
+	for (i = 0; i < iovcnt && len; i++) {
+		if (skip >= iov[i].iov_len) {
+			skip -= iov[i].iov_len;
+			continue;
+		}
+		n = iov[i].iov_len - skip;
+		if (n > len)
+			n = len;
+		memcpy((uint8_t *)iov[i].iov_base + skip, src, n);
+		src += n;
+		len -= n;
+		skip = 0;
+	}
+}
+
+/*
+ * Writes up to len bytes of iov (after skip) into the peer's ring, as much
+ * as credits allow now.  Returns the bytes written (0 if none fit).
+ */
+ssize_t rsx_conn_write(struct rsx_conn *c, const struct iovec *iov,
+		       int iovcnt, size_t skip, size_t len)
+{
+	uint32_t size = c->peer.ring_size, off, chunk, max;
+	size_t done = 0, room;
+	int ret;
+
+	if (c->err)
+		return c->err;
+	max = size / 4 < RSX_CHUNK_MAX ? size / 4 : RSX_CHUNK_MAX;
+	while (done < len) {
+		room = rsx_conn_tx_room(c);
+		if (!room)
+			break;
+		off = c->tx_head & (size - 1);
+		chunk = len - done;
+		if (chunk > room)
+			chunk = room;
+		if (chunk > size - off)
+			chunk = size - off;
+		if (chunk > max)
+			chunk = max;
+		rsx_iov_gather(c->stage + off, iov, iovcnt, skip + done, chunk);
+		ret = rsx_post(c, off, c->stage + off, chunk,
+			       c->stage_mr->lkey, RSX_IMM(RSX_IMM_DATA, chunk),
+			       0);
+		if (ret)
+			return done ? (ssize_t)done : ret;
+		c->tx_head += chunk;
+		done += chunk;
+		rsx_stat_add(RSX_STAT_rdma_tx_bytes, chunk);
+	}
+	return done;
+}
+
+size_t rsx_conn_readable(const struct rsx_conn *c)
+{
+	return c->rx_head - c->rx_tail;
+}
+
+/* Copies up to len readable ring bytes into iov (after skip). */
+size_t rsx_conn_read(struct rsx_conn *c, const struct iovec *iov, int iovcnt,
+		     size_t skip, size_t len, int peek)
+{
+	size_t avail = rsx_conn_readable(c), n, first;
+	uint32_t off = c->rx_tail & (c->ring_size - 1);
+
+	n = len < avail ? len : avail;
+	first = c->ring_size - off < n ? c->ring_size - off : n;
+	rsx_iov_scatter(iov, iovcnt, skip, c->ring + off, first);
+	if (n > first)
+		rsx_iov_scatter(iov, iovcnt, skip + first, c->ring, n - first);
+	if (!peek && n) {
+		c->rx_tail += n;
+		rsx_maybe_credit(c);
+	}
+	return n;
+}
+
+int rsx_conn_fin(struct rsx_conn *c)
+{
+	int ret;
+
+	if (c->fin_sent || !c->tx_ring)
+		return 0;
+	ret = rsx_post_ctrl(c, RSX_IMM_FIN);
+	if (!ret) {
+		c->fin_sent = 1;
+		c->fin_wr = c->sq_posted;
+	}
+	return ret;
+}
+
+/* Asks for a completion event; 0 if none can be missed by sleeping now. */
+int rsx_conn_arm(struct rsx_conn *c)
+{
+	return -ibv_req_notify_cq(c->cq, 0);
+}
+
+/* The completion channel fired: consume the event (non-blocking fd). */
+void rsx_conn_event(struct rsx_conn *c)
+{
+	struct ibv_cq *cq;
+	void *ctx;
+
+	rsx_guard_enter();
+	if (!rsx_ibv.get_cq_event(c->chan, &cq, &ctx))
+		rsx_ibv.ack_cq_events(cq, 1);
+	rsx_guard_leave();
+}
+
+int rsx_conn_chan_fd(const struct rsx_conn *c)
+{
+	return c->chan->fd;
+}
+
+/*
+ * Waits until the FIN has completed: requests complete in order, so every
+ * byte we sent before it is in the peer's memory.  close() and exit() must
+ * not lose data.  (Credits posted after the FIN, for a peer that still
+ * sends, need no waiting for.)
+ */
+int rsx_conn_flush(struct rsx_conn *c, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = c->chan->fd, .events = POLLIN };
+	int ret, waited = 0;
+
+	if (!c->fin_sent)
+		return -EINVAL;
+	while (c->sq_done < c->fin_wr && !c->err) {
+		ret = rsx_conn_poll(c);
+		if (ret < 0)
+			break;
+		if (c->sq_done >= c->fin_wr)
+			break;
+		if (rsx_conn_arm(c))
+			break;
+		if (rsx_conn_poll(c) > 0)
+			continue;
+		if (waited >= timeout_ms)
+			return -ETIMEDOUT;
+		rsx_libc.poll(&pfd, 1, 10);
+		waited += 10;
+		if (pfd.revents)
+			rsx_conn_event(c);
+	}
+	return c->err;
+}

@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef RSX_CONN_H
+#define RSX_CONN_H
+
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "dev.h"
+#include "wire.h"
+
+/*
+ * An upgraded connection: one RC queue pair and one ring per direction.
+ *
+ * Each side owns a receive ring in memory registered for REMOTE_WRITE only
+ * (its own MR, deregistered at close), followed by a 64-byte control area
+ * that the peer writes cumulative counters into.  The sender keeps a mirror
+ * of the peer's ring (the staging buffer, local access only): a byte that
+ * goes to ring offset o is copied to staging offset o first, so staging space
+ * is free exactly when ring space is, and no send completion is needed to
+ * reuse it.
+ *
+ * Every message is an RDMA WRITE WITH IMMEDIATE; the 32-bit immediate says
+ * what it is:
+ *
+ *   bits 31..28  type: 0 DATA, 1 CREDIT, 2 CUTOVER, 3 FIN
+ *   bits 27..0   DATA: bytes written at the producer cursor (never across
+ *                the end of the ring); others: 0
+ *
+ * CREDIT and CUTOVER write their values into the receiver's control area
+ * (struct rsx_ctrl) in the same message; the completion guarantees they have
+ * landed.  All counters are cumulative, so a later message supersedes an
+ * earlier one, and each is checked against what was really sent before use.
+ * Every message consumes one posted receive: the peer's rq_depth is a window
+ * of messages, returned with the CREDIT counters like bytes are.
+ */
+enum rsx_imm_type {
+	RSX_IMM_DATA = 0,
+	RSX_IMM_CREDIT = 1,
+	RSX_IMM_CUTOVER = 2,
+	RSX_IMM_FIN = 3,
+};
+
+struct rsx_ctrl {
+	uint64_t credit_bytes;	/* ring bytes the peer has consumed */
+	uint64_t credit_msgs;	/* messages the peer has taken in */
+	uint64_t cutover;	/* bytes the peer sent over TCP after the handshake */
+	uint64_t pad[5];
+};
+
+/* Callers serialise on the owning rsx_sock's lock. */
+struct rsx_conn {
+	struct rsx_dev *dev;
+	struct ibv_comp_channel *chan;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *ring_mr;
+	struct ibv_mr *stage_mr;
+	uint8_t *rxmem;
+	size_t rxmem_len;
+	uint8_t *txmem;
+	size_t txmem_len;
+	uint8_t *ring;
+	uint32_t ring_size;
+	volatile struct rsx_ctrl *ctrl;	/* written by the peer */
+	uint8_t *stage;			/* mirror of the peer's ring */
+	struct rsx_ctrl *ctrl_out;	/* source of our control writes */
+	uint32_t max_inline;
+	uint32_t psn;
+	uint64_t nonce;
+	struct rsx_hello peer;
+
+	/* sending */
+	uint64_t tx_head;	/* bytes written into the peer's ring */
+	uint64_t tx_acked;	/* ... of which the peer has consumed */
+	uint64_t tx_msgs;	/* messages sent */
+	uint64_t tx_msgs_acked;
+	uint64_t sq_posted;	/* work requests posted (wr_id of each) */
+	uint64_t sq_done;	/* ... known complete */
+	uint32_t unsignaled;
+	uint64_t fin_wr;	/* wr_id of our FIN */
+	uint64_t tx_tcp;	/* application bytes sent over TCP */
+
+	/* receiving */
+	uint64_t rx_head;	/* bytes the peer has written into our ring */
+	uint64_t rx_tail;	/* ... of which the application has read */
+	uint64_t rx_msgs;	/* messages taken in (receives re-posted) */
+	uint64_t credit_bytes_sent;
+	uint64_t credit_msgs_sent;
+	uint64_t rx_tcp;	/* application bytes read over TCP */
+	int64_t rx_tcp_limit;	/* the peer's CUTOVER; -1 until it came */
+	uint32_t rq_repost;	/* receives to post again */
+
+	uint8_t qp_ready;	/* our QP is in RTS */
+	uint8_t tx_ring;	/* we send through the ring */
+	uint8_t rx_ring;	/* we read from the ring */
+	uint8_t peer_cutover;	/* the peer's CUTOVER arrived */
+	uint8_t peer_fin;
+	uint8_t fin_sent;
+	uint8_t tcp_eof;	/* the TCP connection was closed by the peer */
+	uint8_t err_reported;	/* a send has returned err once */
+	int err;		/* -errno once the connection broke */
+};
+
+int rsx_conn_create(struct rsx_dev *dev, uint32_t ring_size,
+		    struct rsx_conn **out);
+void rsx_conn_destroy(struct rsx_conn *c);
+void rsx_conn_hello(struct rsx_conn *c, int type, struct rsx_hello *h);
+int rsx_conn_connect(struct rsx_conn *c, const struct rsx_hello *peer);
+int rsx_conn_cutover(struct rsx_conn *c);
+int rsx_conn_poll(struct rsx_conn *c);
+void rsx_conn_fail(struct rsx_conn *c, int err, const char *why);
+ssize_t rsx_conn_write(struct rsx_conn *c, const struct iovec *iov,
+		       int iovcnt, size_t skip, size_t len);
+size_t rsx_conn_tx_room(const struct rsx_conn *c);
+size_t rsx_conn_readable(const struct rsx_conn *c);
+size_t rsx_conn_read(struct rsx_conn *c, const struct iovec *iov, int iovcnt,
+		     size_t skip, size_t len, int peek);
+int rsx_conn_fin(struct rsx_conn *c);
+int rsx_conn_flush(struct rsx_conn *c, int timeout_ms);
+int rsx_conn_arm(struct rsx_conn *c);
+void rsx_conn_event(struct rsx_conn *c);
+int rsx_conn_chan_fd(const struct rsx_conn *c);
+
+#endif

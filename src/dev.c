@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Finding the device, port and GID index for a TCP connection's local
+ * address.  The GID table is scanned for the address (IPv4 addresses appear
+ * as ::ffff:a.b.c.d) with type "RoCE v2"; the type is read from sysfs, which
+ * works with every libibverbs version.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dev.h"
+#include "guard.h"
+#include "libc.h"
+#include "log.h"
+
+#define RSX_DEV_MAX 16
+#define RSX_ADDR_CACHE 64
+
+static pthread_mutex_t rsx_dev_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rsx_dev rsx_devs[RSX_DEV_MAX];
+static int rsx_ndevs;
+static int rsx_devs_opened;
+
+static struct {
+	uint8_t gid[16];
+	struct rsx_dev *dev;	/* NULL: known to have no device */
+} rsx_addr_cache[RSX_ADDR_CACHE];
+static int rsx_naddr;
+
+void rsx_addr_to_gid(const struct sockaddr *sa, uint8_t gid[16])
+{
+	const struct sockaddr_in *s4 = (const void *)sa;
+	const struct sockaddr_in6 *s6 = (const void *)sa;
+
+	memset(gid, 0, 16);
+	if (sa->sa_family == AF_INET) {
+		gid[10] = 0xff;
+		gid[11] = 0xff;
+		memcpy(gid + 12, &s4->sin_addr, 4);
+	} else {
+		memcpy(gid, &s6->sin6_addr, 16);
+	}
+}
+
+static int rsx_gid_is_rocev2(const char *dev, int port, int idx)
+{
+	char path[160], buf[32];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path),
+		 "/sys/class/infiniband/%s/ports/%d/gid_attrs/types/%d",
+		 dev, port, idx);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = rsx_libc.read(fd, buf, sizeof(buf) - 1);
+	rsx_libc.close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	return !strncmp(buf, "RoCE v2", 7);
+}
+
+/* What verbs.h's ibv_query_port() macro does, with the loaded symbol. */
+static int rsx_query_port(struct ibv_context *ctx, int port,
+			  struct ibv_port_attr *pa)
+{
+	struct verbs_context *vctx = verbs_get_ctx_op(ctx, query_port);
+
+	memset(pa, 0, sizeof(*pa));
+	if (vctx)
+		return vctx->query_port(ctx, port, pa, sizeof(*pa));
+	return rsx_ibv.query_port(ctx, port, (void *)pa);
+}
+
+/*
+ * One rsx_dev per (device, port, GID index) that carries a RoCE v2 GID:
+ * all of them found at once, the first time any is needed.
+ */
+static void rsx_devs_open(void)
+{
+	struct ibv_device **list;
+	struct ibv_device_attr da;
+	struct ibv_port_attr pa;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	union ibv_gid gid;
+	int n, i, p, g, used;
+	const char *name;
+
+	list = rsx_ibv.get_device_list(&n);
+	if (!list) {
+		rsx_info("no RDMA devices: %s", strerror(errno));
+		return;
+	}
+	for (i = 0; i < n && rsx_ndevs < RSX_DEV_MAX; i++) {
+		name = rsx_ibv.get_device_name(list[i]);
+		ctx = rsx_ibv.open_device(list[i]);
+		if (!ctx)
+			continue;
+		pd = NULL;
+		used = 0;
+		if (rsx_ibv.query_device(ctx, &da))
+			goto next;
+		pd = rsx_ibv.alloc_pd(ctx);
+		if (!pd)
+			goto next;
+		for (p = 1; p <= da.phys_port_cnt; p++) {
+			if (rsx_query_port(ctx, p, &pa) ||
+			    pa.link_layer != IBV_LINK_LAYER_ETHERNET)
+				continue;
+			for (g = 0; g < pa.gid_tbl_len &&
+			     rsx_ndevs < RSX_DEV_MAX; g++) {
+				if (rsx_ibv.query_gid(ctx, p, g, &gid) ||
+				    !gid.global.interface_id ||
+				    !rsx_gid_is_rocev2(name, p, g))
+					continue;
+				rsx_devs[rsx_ndevs] = (struct rsx_dev){
+					.ctx = ctx, .pd = pd, .port = p,
+					.mtu = pa.active_mtu, .gid_index = g,
+					.gid = gid,
+				};
+				snprintf(rsx_devs[rsx_ndevs].name,
+					 sizeof(rsx_devs[0].name), "%s", name);
+				rsx_dbg("device %s port %d gid %d mtu %d", name,
+					p, g, 128 << pa.active_mtu);
+				rsx_ndevs++;
+				used = 1;
+			}
+		}
+next:
+		if (!used) {
+			if (pd)
+				rsx_ibv.dealloc_pd(pd);
+			rsx_ibv.close_device(ctx);
+		}
+	}
+	rsx_ibv.free_device_list(list);
+}
+
+/* Loads the libraries and opens the devices ahead of time, so that the
+ * first connection's HELLO is not late (see rsx_on_connect_prepare()). */
+int rsx_dev_prepare(void)
+{
+	int ret = rsx_verbs_load();
+
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&rsx_dev_lock);
+	if (!rsx_devs_opened) {
+		rsx_guard_enter();
+		rsx_devs_open();
+		rsx_guard_leave();
+		rsx_devs_opened = 1;
+	}
+	pthread_mutex_unlock(&rsx_dev_lock);
+	return rsx_ndevs ? 0 : -ENODEV;
+}
+
+int rsx_dev_find(const struct sockaddr *local, struct rsx_dev **out)
+{
+	struct rsx_dev *found = NULL;
+	uint8_t gid[16];
+	int i, ret;
+
+	ret = rsx_verbs_load();
+	if (ret)
+		return ret;
+	rsx_addr_to_gid(local, gid);
+	pthread_mutex_lock(&rsx_dev_lock);
+	for (i = 0; i < rsx_naddr; i++) {
+		if (!memcmp(rsx_addr_cache[i].gid, gid, 16)) {
+			found = rsx_addr_cache[i].dev;
+			goto out;
+		}
+	}
+	if (!rsx_devs_opened) {
+		rsx_guard_enter();
+		rsx_devs_open();
+		rsx_guard_leave();
+		rsx_devs_opened = 1;
+	}
+	for (i = 0; i < rsx_ndevs; i++)
+		if (!memcmp(rsx_devs[i].gid.raw, gid, 16))
+			found = &rsx_devs[i];
+	if (rsx_naddr < RSX_ADDR_CACHE) {
+		memcpy(rsx_addr_cache[rsx_naddr].gid, gid, 16);
+		rsx_addr_cache[rsx_naddr++].dev = found;
+	}
+out:
+	pthread_mutex_unlock(&rsx_dev_lock);
+	*out = found;
+	return found ? 0 : -ENODEV;
+}

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef RSX_DEV_H
+#define RSX_DEV_H
+
+#include <sys/socket.h>
+
+#include "verbs.h"
+
+/*
+ * The RDMA port behind a local IP address: the device whose port has that
+ * address as a RoCE v2 GID.  Devices are opened once per process and kept;
+ * each has one protection domain that all its connections share.
+ */
+struct rsx_dev {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	uint8_t port;
+	uint8_t mtu;		/* active MTU of the port (enum ibv_mtu) */
+	int gid_index;
+	union ibv_gid gid;
+	char name[64];
+};
+
+int rsx_dev_prepare(void);
+int rsx_dev_find(const struct sockaddr *local, struct rsx_dev **out);
+void rsx_addr_to_gid(const struct sockaddr *sa, uint8_t gid[16]);
+
+#endif

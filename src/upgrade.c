@@ -1,0 +1,998 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Negotiation, cut-over and the blocking data path (DESIGN.md 2.2, 3).
+ *
+ * Client (connector whose rules say rdma):
+ *   before its first byte it sends HELLO, then application data over TCP,
+ *   counting it, without waiting for the answer.  The answer is the first
+ *   thing the server sends: ACK or NAK echoing our nonce, or application
+ *   data (the server is not rsockx, or its application spoke first), which
+ *   we leave in the stream: the connection then stays TCP.  On ACK the QP
+ *   goes to RTS and CUTOVER(n) goes out as its first message; all later
+ *   sends use the ring.
+ * Server (accepted connection):
+ *   if the first bytes in are a HELLO, it is taken out of the stream and
+ *   answered with ACK (our QP already in RTS) or NAK.  The server keeps
+ *   sending over TCP, counting, until the client's CUTOVER arrives (so it
+ *   never writes to a QP that may not be in RTR yet), then sends its own
+ *   CUTOVER(n) and moves to the ring.  If its application sends before any
+ *   HELLO arrived, the connection stays TCP and a late HELLO is dropped.
+ * Both:
+ *   a reader takes exactly n bytes from TCP after the handshake, n from the
+ *   peer's CUTOVER, then reads the ring.  Once both directions use the ring
+ *   the TCP connection only carries liveness: its EOF without a FIN message
+ *   first means the peer died.
+ *
+ * Locking: s->lock protects the state and the connection.  It is never held
+ * while sleeping: kernel calls under it are non-blocking, and waits drop it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <linux/sockios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "conn.h"
+#include "dev.h"
+#include "fdtab.h"
+#include "guard.h"
+#include "libc.h"
+#include "log.h"
+#include "stats.h"
+#include "upgrade.h"
+
+#define RSX_IOV_SLICE 64
+
+static int64_t rsx_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t rsx_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static size_t rsx_iov_len(const struct iovec *iov, int iovcnt)
+{
+	size_t len = 0;
+	int i;
+
+	for (i = 0; i < iovcnt; i++)
+		len += iov[i].iov_len;
+	return len;
+}
+
+/* The part of iov after skip bytes, at most len long, as a new iovec. */
+static int rsx_iov_slice(const struct iovec *iov, int iovcnt, size_t skip,
+			 size_t len, struct iovec *out)
+{
+	int i, n = 0;
+
+	for (i = 0; i < iovcnt && len && n < RSX_IOV_SLICE; i++) {
+		if (skip >= iov[i].iov_len) {
+			skip -= iov[i].iov_len;
+			continue;
+		}
+		out[n].iov_base = (char *)iov[i].iov_base + skip;
+		out[n].iov_len = iov[i].iov_len - skip;
+		if (out[n].iov_len > len)
+			out[n].iov_len = len;
+		len -= out[n].iov_len;
+		skip = 0;
+		n++;
+	}
+	return n;
+}
+
+static ssize_t rsx_tcp_io(int fd, const struct iovec *iov, int iovcnt,
+			  size_t skip, size_t len, int flags, int send)
+{
+	struct iovec part[RSX_IOV_SLICE];
+	struct msghdr mh = { 0 };
+	ssize_t n;
+
+	mh.msg_iov = part;
+	mh.msg_iovlen = rsx_iov_slice(iov, iovcnt, skip, len, part);
+	n = send ? rsx_libc.sendmsg(fd, &mh, flags) :
+		   rsx_libc.recvmsg(fd, &mh, flags);
+	return n < 0 ? -errno : n;
+}
+
+/*
+ * Sleeps until fd has one of events, or the connection's completion channel
+ * fires, with s->lock dropped.  Returns fd's revents, or -EINTR.
+ */
+static int rsx_sleep(struct rsx_sock *s, int fd, short events)
+{
+	struct rsx_conn *c = s->conn;
+	struct pollfd pfd[2];
+	int n = 0, ret;
+
+	if (events) {
+		pfd[n].fd = fd;
+		pfd[n].events = events;
+		pfd[n].revents = 0;
+		n++;
+	}
+	if (c && c->qp_ready) {
+		if (rsx_conn_arm(c) == 0 && rsx_conn_poll(c) != 0)
+			return 0;	/* something came in meanwhile */
+		pfd[n].fd = rsx_conn_chan_fd(c);
+		pfd[n].events = POLLIN;
+		pfd[n].revents = 0;
+		n++;
+	}
+	if (!n)
+		return 0;
+	rsx_stat_inc(RSX_STAT_sleeps);
+	pthread_mutex_unlock(&s->lock);
+	ret = rsx_libc.poll(pfd, n, -1);
+	pthread_mutex_lock(&s->lock);
+	if (ret < 0)
+		return errno == EINTR ? -EINTR : 0;
+	if (c && c->qp_ready && pfd[n - 1].revents && s->conn == c)
+		rsx_conn_event(c);
+	return events ? pfd[0].revents : 0;
+}
+
+/* Waits up to ms for fd to become readable, without s->lock. */
+static void rsx_wait_in(struct rsx_sock *s, int fd, int ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+	if (ms <= 0)
+		return;
+	pthread_mutex_unlock(&s->lock);
+	rsx_libc.poll(&pfd, 1, ms);
+	pthread_mutex_lock(&s->lock);
+}
+
+/* Writes a whole negotiation message; only the first byte may say EAGAIN. */
+static int rsx_tcp_send_msg(int fd, const uint8_t *buf, size_t len,
+			    int nonblock)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+	int64_t deadline = rsx_now_ms() + 2000;
+	size_t off = 0;
+	ssize_t n;
+
+	while (off < len) {
+		n = rsx_libc.send(fd, buf + off, len - off,
+				  MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n > 0) {
+			off += n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno != EAGAIN)
+			return -errno;
+		if (!off && nonblock)
+			return -EAGAIN;
+		if (rsx_now_ms() > deadline)
+			return -ETIMEDOUT;
+		rsx_libc.poll(&pfd, 1, 100);
+	}
+	return 0;
+}
+
+static void rsx_to_tcp(struct rsx_sock *s, enum rsx_stat reason)
+{
+	if (s->conn) {
+		rsx_conn_destroy(s->conn);
+		s->conn = NULL;
+	}
+	if (reason != RSX_STAT_COUNT)
+		rsx_stat_inc(reason);
+	rsx_sock_set_state(s, RSX_ST_TCP);
+}
+
+static int rsx_local_addr(int fd, struct sockaddr_storage *ss)
+{
+	socklen_t len = sizeof(*ss);
+
+	if (rsx_libc.getsockname(fd, (struct sockaddr *)ss, &len))
+		return -errno;
+	return 0;
+}
+
+/* CLIENT_NEW: resources, then HELLO as the first bytes of the stream. */
+static int rsx_client_start(struct rsx_sock *s, int fd, int nonblock)
+{
+	uint8_t buf[RSX_WIRE_LEN];
+	struct sockaddr_storage ss;
+	struct rsx_dev *dev;
+	struct rsx_hello h;
+	int ret;
+
+	if (!s->conn) {
+		if (rsx_local_addr(fd, &ss) || rsx_dev_find((void *)&ss, &dev)) {
+			rsx_dbg("fd %d: no RDMA device for the local address",
+				fd);
+			rsx_to_tcp(s, RSX_STAT_fallback_nodev);
+			return 0;
+		}
+		if (rsx_conn_create(dev, rsx_config.ring_size, &s->conn)) {
+			rsx_to_tcp(s, RSX_STAT_fallback_resources);
+			return 0;
+		}
+	}
+	rsx_conn_hello(s->conn, RSX_MSG_HELLO, &h);
+	rsx_wire_encode(&h, buf);
+	ret = rsx_tcp_send_msg(fd, buf, sizeof(buf), nonblock);
+	if (ret == -EAGAIN)
+		return ret;
+	if (ret) {
+		/* not connected (yet, or any more): the real call will say */
+		rsx_to_tcp(s, RSX_STAT_COUNT);
+		return 0;
+	}
+	rsx_stat_inc(RSX_STAT_hello_sent);
+	rsx_dbg("fd %d: HELLO sent, QP %u", fd, h.qpn);
+	rsx_sock_set_state(s, RSX_ST_CLIENT_HELLO);
+	return 0;
+}
+
+/*
+ * Peeks at the first bytes the peer sent, for one negotiation message.
+ * Returns 1 with a decoded message in h, 0 when they are not one of ours
+ * (they stay in the stream), -EAGAIN when there is nothing yet, or only the
+ * start of a message, and -EINVAL for a message of ours with bad contents.
+ * A start of a message that is not completed within RSX_HELLO_WAIT_MS is
+ * not one.
+ */
+static int rsx_peek_msg(struct rsx_sock *s, int fd, struct rsx_hello *h)
+{
+	uint8_t buf[RSX_WIRE_LEN];
+	ssize_t n;
+	int ret;
+
+	n = rsx_libc.recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? -EAGAIN : 0;
+	if (n == 0)
+		return 0;
+	ret = rsx_wire_decode(buf, n, h);
+	if (ret == -EAGAIN) {
+		if (!s->partial_since)
+			s->partial_since = rsx_now_ms();
+		else if (rsx_now_ms() - s->partial_since >
+			 rsx_config.hello_wait_ms)
+			return 0;
+		return -EAGAIN;
+	}
+	if (ret == -EPROTO)
+		return 0;
+	if (ret == -EINVAL)
+		return -EINVAL;
+	return 1;
+}
+
+static void rsx_consume_msg(int fd)
+{
+	uint8_t buf[RSX_WIRE_LEN];
+
+	/* peeked complete before: this cannot block or come up short */
+	rsx_libc.recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+}
+
+/* CLIENT_HELLO: is the first thing from the server our answer? */
+static int rsx_client_answer(struct rsx_sock *s, int fd)
+{
+	struct rsx_conn *c = s->conn;
+	struct rsx_hello h;
+	int ret;
+
+	ret = rsx_peek_msg(s, fd, &h);
+	if (ret == -EAGAIN)
+		return ret;
+	if (ret <= 0 || h.nonce != c->nonce ||
+	    (h.type != RSX_MSG_ACK && h.type != RSX_MSG_NAK)) {
+		rsx_dbg("fd %d: server answered with data: stays TCP", fd);
+		rsx_to_tcp(s, RSX_STAT_fallback_peer);
+		return 0;
+	}
+	rsx_consume_msg(fd);
+	if (h.type == RSX_MSG_NAK) {
+		rsx_stat_inc(RSX_STAT_nak_received);
+		rsx_info("fd %d: NAK: %s: stays TCP", fd,
+			 rsx_nak_str(h.reason));
+		rsx_to_tcp(s, RSX_STAT_fallback_nak);
+		return 0;
+	}
+	rsx_stat_inc(RSX_STAT_ack_received);
+	if (s->wr_shut) {
+		/* our TCP side is closed: no cut-over, the server stays TCP */
+		rsx_to_tcp(s, RSX_STAT_fallback_qp);
+		return 0;
+	}
+	if (rsx_conn_connect(c, &h) || rsx_conn_cutover(c)) {
+		/* nothing went over the QP: the server waits for a CUTOVER
+		 * that never comes and both directions stay TCP */
+		rsx_to_tcp(s, RSX_STAT_fallback_qp);
+		return 0;
+	}
+	rsx_stat_inc(RSX_STAT_upgraded);
+	rsx_info("fd %d: upgraded (client), QP %u", fd, c->qp->qp_num);
+	rsx_sock_set_state(s, RSX_ST_UPGRADED);
+	return 0;
+}
+
+static int rsx_server_nak(int fd, uint64_t nonce, int reason)
+{
+	uint8_t buf[RSX_WIRE_LEN];
+	struct rsx_hello h = {
+		.type = RSX_MSG_NAK, .nonce = nonce, .reason = reason,
+	};
+
+	rsx_wire_encode(&h, buf);
+	rsx_stat_inc(RSX_STAT_nak_sent);
+	rsx_info("fd %d: NAK (%s)", fd, rsx_nak_str(reason));
+	return rsx_tcp_send_msg(fd, buf, sizeof(buf), 0);
+}
+
+/* A HELLO came in first: answer ACK with a QP in RTS, or NAK. */
+static void rsx_server_answer(struct rsx_sock *s, int fd,
+			      const struct rsx_hello *hello)
+{
+	uint8_t buf[RSX_WIRE_LEN];
+	struct sockaddr_storage ss;
+	struct rsx_dev *dev;
+	struct rsx_hello h;
+	int reason;
+
+	if (rsx_local_addr(fd, &ss)) {
+		reason = RSX_NAK_INTERNAL;
+		goto nak;
+	}
+	/* a HELLO proves the client runs rsockx: only a tcp rule says no */
+	if (!rsx_config.valid ||
+	    rsx_rules_match(&rsx_config.rules, RSX_DIR_ACCEPT,
+			    (struct sockaddr *)&ss, sizeof(ss), RSX_ACT_PROBE,
+			    NULL) == RSX_ACT_TCP) {
+		reason = RSX_NAK_RULES;
+		goto nak;
+	}
+	if (rsx_dev_find((struct sockaddr *)&ss, &dev)) {
+		reason = RSX_NAK_NODEV;
+		goto nak;
+	}
+	if (rsx_conn_create(dev, rsx_config.ring_size, &s->conn)) {
+		reason = RSX_NAK_RESOURCES;
+		goto nak;
+	}
+	s->conn->nonce = hello->nonce;
+	if (rsx_conn_connect(s->conn, hello)) {
+		reason = RSX_NAK_INTERNAL;
+		goto nak;
+	}
+	rsx_conn_hello(s->conn, RSX_MSG_ACK, &h);
+	rsx_wire_encode(&h, buf);
+	if (rsx_tcp_send_msg(fd, buf, sizeof(buf), 0)) {
+		rsx_to_tcp(s, RSX_STAT_COUNT);
+		return;
+	}
+	rsx_stat_inc(RSX_STAT_ack_sent);
+	rsx_stat_inc(RSX_STAT_upgraded);
+	rsx_info("fd %d: upgraded (server), QP %u", fd, s->conn->qp->qp_num);
+	rsx_sock_set_state(s, RSX_ST_UPGRADED);
+	return;
+
+nak:
+	rsx_to_tcp(s, reason == RSX_NAK_RULES ? RSX_STAT_fallback_rules :
+		   reason == RSX_NAK_NODEV ? RSX_STAT_fallback_nodev :
+		   RSX_STAT_fallback_resources);
+	rsx_server_nak(fd, hello->nonce, reason);
+}
+
+/* SERVER_NEW / SERVER_STRIP: look for a HELLO at the start of the stream. */
+static int rsx_server_detect(struct rsx_sock *s, int fd)
+{
+	struct rsx_hello h;
+	int ret;
+
+	ret = rsx_peek_msg(s, fd, &h);
+	if (ret == -EAGAIN)
+		return ret;
+	if (ret == -EINVAL) {
+		/* ours, but not a version we speak */
+		rsx_consume_msg(fd);
+		if (s->state == RSX_ST_SERVER_NEW)
+			rsx_server_nak(fd, h.nonce, RSX_NAK_VERSION);
+		rsx_to_tcp(s, RSX_STAT_COUNT);
+		return 0;
+	}
+	if (ret == 0 || h.type != RSX_MSG_HELLO) {
+		rsx_to_tcp(s, RSX_STAT_COUNT);
+		return 0;
+	}
+	rsx_consume_msg(fd);
+	rsx_stat_inc(RSX_STAT_hello_received);
+	if (s->state == RSX_ST_SERVER_STRIP) {
+		rsx_dbg("fd %d: late HELLO dropped (application spoke first)",
+			fd);
+		rsx_to_tcp(s, RSX_STAT_fallback_peer);
+		return 0;
+	}
+	rsx_server_answer(s, fd, &h);
+	return 0;
+}
+
+/*
+ * Completions in, and the server's side of the cut-over: it moves its sends
+ * to the ring once the client's CUTOVER proved the client QP ready.
+ */
+static void rsx_progress(struct rsx_sock *s)
+{
+	struct rsx_conn *c = s->conn;
+
+	if (!c || !c->qp_ready)
+		return;
+	rsx_conn_poll(c);
+	if (c->peer_cutover && !c->tx_ring && !s->wr_shut && !c->err)
+		rsx_conn_cutover(c);
+}
+
+/*
+ * The peer closed its end of the TCP connection.  After its cut-over that
+ * means its process closed the socket, or died: with a FIN message before,
+ * an orderly end; without, the connection is broken.  Before its cut-over
+ * its data came over TCP and the TCP end is the stream's end.
+ */
+static void rsx_peer_closed(struct rsx_sock *s)
+{
+	struct rsx_conn *c = s->conn;
+
+	c->tcp_eof = 1;
+	rsx_conn_poll(c);
+	if (!c->peer_fin && c->peer_cutover)
+		rsx_conn_fail(c, -ECONNRESET, "peer closed without FIN");
+}
+
+/* The peer is gone: nobody will read what we send. */
+static int rsx_peer_gone(const struct rsx_conn *c)
+{
+	return c->err || (c->tcp_eof && (c->peer_fin || c->peer_cutover));
+}
+
+/*
+ * Waits for progress on an upgraded socket: a completion, TCP data when
+ * want_tcp (before the peer's cut-over), and always the TCP end, which
+ * POLLRDHUP reports even while unread TCP bytes are queued.
+ */
+static int rsx_wait_conn(struct rsx_sock *s, int fd, int want_tcp)
+{
+	struct rsx_conn *c = s->conn;
+	short events = 0;
+	uint64_t until;
+	int ret;
+
+	if (rsx_config.spin_us && c->qp_ready) {
+		until = rsx_now_us() + rsx_config.spin_us;
+		do {
+			if (rsx_conn_poll(c))
+				return 0;
+		} while (rsx_now_us() < until);
+	}
+	if (want_tcp)
+		events |= POLLIN;
+	if (!c->tcp_eof)
+		events |= POLLRDHUP;
+	ret = rsx_sleep(s, fd, events);
+	if (ret < 0)
+		return ret;
+	if (!c->tcp_eof && (ret & (POLLRDHUP | POLLHUP | POLLERR)))
+		rsx_peer_closed(s);
+	return 0;
+}
+
+static ssize_t rsx_up_recv(struct rsx_sock *s, int fd, const struct iovec *iov,
+			   int iovcnt, size_t len, int flags, int nonblock)
+{
+	int peek = flags & MSG_PEEK;
+	int waitall = (flags & MSG_WAITALL) && !peek;
+	struct rsx_conn *c = s->conn;
+	size_t got = 0, want;
+	ssize_t n;
+	int ret;
+
+	for (;;) {
+		rsx_progress(s);
+		if (s->rd_shut)
+			return got;
+		if (!c->rx_ring) {
+			if (c->rx_tcp_limit >= 0 &&
+			    c->rx_tcp == (uint64_t)c->rx_tcp_limit) {
+				c->rx_ring = 1;
+				continue;
+			}
+			want = len - got;
+			if (c->rx_tcp_limit >= 0 &&
+			    want > c->rx_tcp_limit - c->rx_tcp)
+				want = c->rx_tcp_limit - c->rx_tcp;
+			n = rsx_tcp_io(fd, iov, iovcnt, got, want,
+				       (peek ? MSG_PEEK : 0) | MSG_DONTWAIT, 0);
+			if (n > 0) {
+				if (!peek) {
+					c->rx_tcp += n;
+					rsx_stat_add(RSX_STAT_tcp_rx_bytes, n);
+				}
+				got += n;
+				if (!waitall || got == len)
+					return got;
+				continue;
+			}
+			if (n == 0) {
+				/* the CUTOVER may be in the CQ before the EOF */
+				rsx_conn_poll(c);
+				if (c->rx_tcp_limit >= 0 &&
+				    c->rx_tcp == (uint64_t)c->rx_tcp_limit) {
+					c->rx_ring = 1;
+					c->tcp_eof = 1;
+					continue;
+				}
+				return got;
+			}
+			if (n != -EAGAIN)
+				return got ? (ssize_t)got : n;
+		} else {
+			n = rsx_conn_read(c, iov, iovcnt, got, len - got, peek);
+			got += n;
+			if (n && (!waitall || got == len))
+				return got;
+			if (!rsx_conn_readable(c)) {
+				if (c->peer_fin)
+					return got;
+				if (c->err)
+					return got ? (ssize_t)got : c->err;
+			}
+		}
+		if (got && !waitall)
+			return got;
+		if (nonblock)
+			return got ? (ssize_t)got : -EAGAIN;
+		ret = rsx_wait_conn(s, fd, !c->rx_ring);
+		if (ret)
+			return got ? (ssize_t)got : ret;
+	}
+}
+
+static ssize_t rsx_epipe(int flags)
+{
+	if (!(flags & MSG_NOSIGNAL))
+		raise(SIGPIPE);
+	return -EPIPE;
+}
+
+static ssize_t rsx_up_send(struct rsx_sock *s, int fd, const struct iovec *iov,
+			   int iovcnt, size_t len, int flags, int nonblock)
+{
+	struct rsx_conn *c = s->conn;
+	size_t sent = 0;
+	ssize_t n;
+	int ret;
+
+	for (;;) {
+		rsx_progress(s);
+		if (s->wr_shut)
+			return sent ? (ssize_t)sent : rsx_epipe(flags);
+		if (!c->tx_ring) {
+			n = rsx_tcp_io(fd, iov, iovcnt, sent, len - sent,
+				       (flags & ~MSG_DONTWAIT) | MSG_DONTWAIT,
+				       1);
+			if (n > 0) {
+				c->tx_tcp += n;
+				rsx_stat_add(RSX_STAT_tcp_tx_bytes, n);
+				sent += n;
+				if (sent == len)
+					return sent;
+				continue;
+			}
+			if (n != -EAGAIN)
+				return sent ? (ssize_t)sent : n;
+			if (nonblock)
+				return sent ? (ssize_t)sent : -EAGAIN;
+			ret = rsx_sleep(s, fd, POLLOUT);
+			if (ret < 0)
+				return sent ? (ssize_t)sent : ret;
+			continue;
+		}
+		if (c->err) {
+			if (sent)
+				return sent;
+			if (!c->err_reported) {
+				c->err_reported = 1;
+				return c->err;
+			}
+			return rsx_epipe(flags);
+		}
+		n = rsx_conn_write(c, iov, iovcnt, sent, len - sent);
+		if (n < 0)
+			continue;	/* c->err is set */
+		sent += n;
+		if (sent == len)
+			return sent;
+		if (nonblock)
+			return sent ? (ssize_t)sent : -EAGAIN;
+		if (rsx_peer_gone(c) && !c->err)
+			rsx_conn_fail(c, -ECONNRESET, "peer closed");
+		ret = rsx_wait_conn(s, fd, 0);
+		if (ret)
+			return sent ? (ssize_t)sent : ret;
+	}
+}
+
+/*
+ * Runs the negotiation as far as it goes without blocking.  Returns 0 when
+ * the state is final for this call (TCP or UPGRADED), -EAGAIN when it needs
+ * more input, or another -errno.
+ */
+static int rsx_negotiate(struct rsx_sock *s, int fd, int reading,
+			 int nonblock)
+{
+	int ret, grace_used = 0;
+
+	for (;;) {
+		switch (s->state) {
+		case RSX_ST_CLIENT_NEW:
+			ret = rsx_client_start(s, fd, nonblock);
+			if (ret)
+				return ret;
+			continue;
+		case RSX_ST_CLIENT_HELLO:
+			ret = rsx_client_answer(s, fd);
+			/* a writer goes on over TCP while the answer is out */
+			if (ret == -EAGAIN && !reading)
+				return 0;
+			if (ret)
+				return ret;
+			continue;
+		case RSX_ST_SERVER_NEW:
+		case RSX_ST_SERVER_STRIP:
+			ret = rsx_server_detect(s, fd);
+			if (ret == -EAGAIN && !reading && !grace_used &&
+			    s->state == RSX_ST_SERVER_NEW) {
+				/*
+				 * The application wants to speak first.  A
+				 * client's HELLO leaves right after its
+				 * connect() returned: give it a moment.
+				 */
+				grace_used = 1;
+				rsx_wait_in(s, fd, rsx_config.hello_grace_ms);
+				continue;
+			}
+			if (ret == -EAGAIN && !reading) {
+				/* the application speaks first: no upgrade */
+				if (s->state == RSX_ST_SERVER_NEW)
+					rsx_sock_set_state(s,
+						RSX_ST_SERVER_STRIP);
+				return 0;
+			}
+			if (ret)
+				return ret;
+			continue;
+		default:
+			return 0;
+		}
+	}
+}
+
+static int rsx_is_nonblock(struct rsx_sock *s, int flags)
+{
+	return atomic_load(&s->nonblock) || (flags & MSG_DONTWAIT);
+}
+
+ssize_t rsx_sock_recv(int fd, const struct iovec *iov, int iovcnt, int flags)
+{
+	struct rsx_sock *s = rsx_fd_get(fd);
+	size_t len = rsx_iov_len(iov, iovcnt);
+	int nonblock;
+	ssize_t ret;
+
+	if (!s)
+		return rsx_tcp_io(fd, iov, iovcnt, 0, len, flags, 0);
+	nonblock = rsx_is_nonblock(s, flags);
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		ret = rsx_negotiate(s, fd, 1, nonblock);
+		if (ret != -EAGAIN || nonblock)
+			break;
+		/* blocking reader: wait for the peer's first bytes */
+		if (s->partial_since)
+			usleep(1000);	/* a message's start is in: its rest is due */
+		else if ((ret = rsx_sleep(s, fd, POLLIN)) < 0)
+			break;
+		ret = -EAGAIN;
+	}
+	if (ret)
+		goto out;
+	switch (s->state) {
+	case RSX_ST_UPGRADED:
+		ret = rsx_up_recv(s, fd, iov, iovcnt, len, flags, nonblock);
+		break;
+	case RSX_ST_FORKED:
+		ret = -EIO;
+		break;
+	default:
+		pthread_mutex_unlock(&s->lock);
+		ret = rsx_tcp_io(fd, iov, iovcnt, 0, len, flags, 0);
+		rsx_sock_put(s);
+		return ret;
+	}
+out:
+	pthread_mutex_unlock(&s->lock);
+	rsx_sock_put(s);
+	return ret;
+}
+
+ssize_t rsx_sock_send(int fd, const struct iovec *iov, int iovcnt, int flags)
+{
+	struct rsx_sock *s = rsx_fd_get(fd);
+	size_t len = rsx_iov_len(iov, iovcnt);
+	int nonblock;
+	ssize_t ret;
+
+	if (!s)
+		return rsx_tcp_io(fd, iov, iovcnt, 0, len, flags, 1);
+	nonblock = rsx_is_nonblock(s, flags);
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		ret = rsx_negotiate(s, fd, 0, nonblock);
+		if (ret != -EAGAIN || nonblock)
+			break;
+		/* HELLO could not go out yet: connect() still in progress */
+		if ((ret = rsx_sleep(s, fd, POLLOUT)) < 0)
+			break;
+		ret = -EAGAIN;
+	}
+	if (ret)
+		goto out;
+	switch (s->state) {
+	case RSX_ST_UPGRADED:
+		ret = rsx_up_send(s, fd, iov, iovcnt, len, flags, nonblock);
+		break;
+	case RSX_ST_FORKED:
+		ret = -EIO;
+		break;
+	default:
+		/* TCP, or waiting for the server's answer: bytes go on TCP */
+		if (s->state == RSX_ST_CLIENT_HELLO) {
+			ret = rsx_tcp_io(fd, iov, iovcnt, 0, len, flags, 1);
+			if (ret > 0)
+				s->conn->tx_tcp += ret;
+			break;
+		}
+		pthread_mutex_unlock(&s->lock);
+		ret = rsx_tcp_io(fd, iov, iovcnt, 0, len, flags, 1);
+		rsx_sock_put(s);
+		return ret;
+	}
+out:
+	pthread_mutex_unlock(&s->lock);
+	rsx_sock_put(s);
+	return ret;
+}
+
+/*
+ * Sends our FIN once credits allow, and waits until it has landed: requests
+ * complete in order, so every byte sent before it is then in the peer's
+ * memory.  A peer that has closed its TCP connection reads no more, so
+ * there is nothing to wait for (TCP would answer such data with a reset).
+ */
+static void rsx_finish(struct rsx_sock *s, int fd, int timeout_ms)
+{
+	struct rsx_conn *c = s->conn;
+	int64_t deadline = rsx_now_ms() + timeout_ms;
+
+	if (!c || !c->tx_ring)
+		return;
+	for (;;) {
+		rsx_progress(s);
+		if (rsx_peer_gone(c))
+			return;
+		if (!c->fin_sent)
+			rsx_conn_fin(c);	/* -EAGAIN: no credit yet */
+		if (c->fin_sent && c->sq_done >= c->fin_wr)
+			return;
+		if (rsx_now_ms() > deadline) {
+			rsx_info("fd %d: FIN not acknowledged in %d ms", fd,
+				 timeout_ms);
+			return;
+		}
+		rsx_wait_conn(s, fd, 0);
+	}
+}
+
+int rsx_sock_shutdown(int fd, int how)
+{
+	struct rsx_sock *s = rsx_fd_get(fd);
+	int ret;
+
+	int upgraded = 0;
+
+	if (s) {
+		pthread_mutex_lock(&s->lock);
+		upgraded = s->state == RSX_ST_UPGRADED && s->conn->tx_ring;
+		if (how == SHUT_RD || how == SHUT_RDWR)
+			s->rd_shut = 1;
+		if ((how == SHUT_WR || how == SHUT_RDWR) && !s->wr_shut) {
+			s->wr_shut = 1;
+			if (upgraded)
+				rsx_finish(s, fd, rsx_config.linger_ms);
+		}
+		pthread_mutex_unlock(&s->lock);
+		rsx_sock_put(s);
+	}
+	/*
+	 * Once upgraded, shutdown is the FIN message alone: the TCP
+	 * connection stays whole, so that its EOF keeps meaning "the peer
+	 * closed" (or died).
+	 */
+	if (upgraded)
+		return rsx_libc.fcntl(fd, F_GETFD) < 0 ? -errno : 0;
+	ret = rsx_libc.shutdown(fd, how);
+	return ret ? -errno : 0;
+}
+
+/*
+ * The last descriptor of an upgraded socket is about to be closed: every
+ * byte the application sent must reach the peer's ring before the TCP
+ * connection (whose EOF the peer takes as the end) goes away.
+ */
+void rsx_sock_close_last(struct rsx_sock *s, int fd)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->state == RSX_ST_UPGRADED)
+		rsx_finish(s, fd, rsx_config.linger_ms);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* exit(), return from main, _exit(): flush every upgraded connection. */
+void rsx_exit_flush(void)
+{
+	unsigned int fd, hw = rsx_fdtab_hiwater();
+	struct rsx_sock *s;
+	int tries;
+
+	for (fd = 0; fd < hw; fd++) {
+		s = rsx_fd_peek(fd);
+		if (!s || s->kind != RSX_SOCK_TCP || !s->conn)
+			continue;
+		/* another thread may be inside it; do not wait forever */
+		for (tries = 0; tries < 100; tries++) {
+			if (!pthread_mutex_trylock(&s->lock))
+				break;
+			usleep(1000);
+		}
+		if (tries == 100)
+			continue;
+		if (s->state == RSX_ST_UPGRADED)
+			rsx_finish(s, fd, rsx_config.linger_ms);
+		pthread_mutex_unlock(&s->lock);
+	}
+}
+
+/*
+ * In a fork child the parent's RDMA resources cannot be used.  An upgraded
+ * (or half-negotiated) connection stays the parent's; the child gets EIO on
+ * it rather than a stream with holes.  Locks held by other parent threads
+ * at fork time are re-initialised.
+ */
+void rsx_fork_child_sockets(void)
+{
+	unsigned int fd, hw = rsx_fdtab_hiwater();
+	struct rsx_sock *s;
+
+	for (fd = 0; fd < hw; fd++) {
+		s = rsx_fd_peek(fd);
+		if (!s || s->kind != RSX_SOCK_TCP)
+			continue;
+		pthread_mutex_init(&s->lock, NULL);
+		if (!s->conn)
+			continue;
+		s->conn = NULL;	/* the child's copy is left alone */
+		rsx_sock_set_state(s, RSX_ST_FORKED);
+		rsx_stat_inc(RSX_STAT_fallback_fork);
+	}
+}
+
+/*
+ * connect() succeeded (or is under way): a client whose rules say rdma
+ * sends its HELLO at once when connected, so that it is in the server's
+ * socket before the server's application can speak first; otherwise before
+ * its first byte.
+ */
+void rsx_sock_connected(struct rsx_sock *s, int fd, int action,
+			int connected)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->state == RSX_ST_TCP && action == RSX_ACT_RDMA) {
+		rsx_sock_set_state(s, RSX_ST_CLIENT_NEW);
+		if (connected)
+			rsx_client_start(s, fd, 1);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void rsx_sock_accepted(struct rsx_sock *s)
+{
+	rsx_sock_set_state(s, RSX_ST_SERVER_NEW);
+}
+
+/* FIONREAD and SIOCOUTQ see the ring; 1 means "ask the kernel". */
+int rsx_sock_ioctl(int fd, unsigned long req, void *arg)
+{
+	struct rsx_sock *s;
+	struct rsx_conn *c;
+	int ret = 1;
+
+	if (req != FIONREAD && req != SIOCOUTQ)
+		return 1;
+	s = rsx_fd_get(fd);
+	if (!s)
+		return 1;
+	pthread_mutex_lock(&s->lock);
+	c = s->conn;
+	if (s->state == RSX_ST_UPGRADED) {
+		rsx_progress(s);
+		if (req == FIONREAD && c->rx_ring) {
+			*(int *)arg = rsx_conn_readable(c);
+			ret = 0;
+		} else if (req == SIOCOUTQ && c->tx_ring) {
+			*(int *)arg = c->tx_head - c->tx_acked;
+			ret = 0;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	rsx_sock_put(s);
+	return ret;
+}
+
+/*
+ * sendfile() to an upgraded socket: the file's bytes have to pass through
+ * the ring, so they are read and sent, one chunk per call (sendfile() may
+ * always return less than asked).  Unsent bytes are given back to the file
+ * position.
+ */
+ssize_t rsx_sock_sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
+{
+	static const size_t chunk = 64 * 1024;
+	struct iovec iov;
+	ssize_t n, sent;
+	char *buf;
+
+	if (count > chunk)
+		count = chunk;
+	buf = malloc(count ? count : 1);
+	if (!buf)
+		return -ENOMEM;
+	n = offset ? pread(in_fd, buf, count, *offset) :
+		     rsx_libc.read(in_fd, buf, count);
+	if (n <= 0) {
+		sent = n < 0 ? -errno : 0;
+		goto out;
+	}
+	iov.iov_base = buf;
+	iov.iov_len = n;
+	sent = rsx_sock_send(out_fd, &iov, 1, 0);
+	if (offset && sent > 0)
+		*offset += sent;
+	if (!offset && sent < n)
+		lseek(in_fd, -(n - (sent > 0 ? sent : 0)), SEEK_CUR);
+out:
+	free(buf);
+	return sent;
+}

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef RSX_WIRE_H
+#define RSX_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Negotiation messages on the TCP stream.
+ *
+ * The client sends HELLO as the very first bytes of the stream; a server
+ * that runs rsockx answers with ACK or NAK as its first bytes.  One fixed
+ * layout for all three, integers big-endian:
+ *
+ *   0  magic[8]   D5 'R' 'S' 'X' 0D 0A 1A 0A  (not text, not TLS, not HTTP/2)
+ *   8  u8  type   1 HELLO, 2 ACK, 3 NAK
+ *   9  u8  version
+ *  10  u16 length (RSX_WIRE_LEN; lets a later version grow the message)
+ *  12  u32 flags  (none defined; must be 0)
+ *  16  u64 nonce  the client's random number; ACK and NAK echo it, so that
+ *                 application data can never be mistaken for an answer
+ *  24  u32 qpn    RC queue pair number (24 bits)
+ *  28  u32 psn    first packet sequence number (24 bits)
+ *  32  u8  gid[16] RoCE v2 GID of the sender's port
+ *  48  u8  mtu    enum ibv_mtu of the sender's port
+ *  49  u8  reason NAK reason (enum rsx_nak), else 0
+ *  50  u16 rq_depth receives the sender keeps posted (message credits)
+ *  52  u32 ring_size bytes in the receive ring (power of two); the 64-byte
+ *                 control area follows the ring at ring_addr + ring_size
+ *  56  u64 ring_addr address of the sender's receive ring
+ *  64  u32 rkey   remote key of the ring (REMOTE_WRITE only)
+ *  68  u32 crc    CRC-32C of bytes 0..67
+ *  72
+ *
+ * A NAK carries only the header, nonce and reason; the other fields are 0.
+ */
+#define RSX_WIRE_LEN		72
+#define RSX_WIRE_VERSION	1
+#define RSX_WIRE_MAGIC_LEN	8
+#define RSX_CTRL_SIZE		64
+#define RSX_RING_MIN		4096u
+#define RSX_RING_MAX		(1u << 27)
+
+extern const uint8_t rsx_wire_magic[RSX_WIRE_MAGIC_LEN];
+
+enum rsx_msg_type {
+	RSX_MSG_HELLO = 1,
+	RSX_MSG_ACK = 2,
+	RSX_MSG_NAK = 3,
+};
+
+enum rsx_nak {
+	RSX_NAK_NONE = 0,
+	RSX_NAK_RULES,		/* the server's rules say tcp */
+	RSX_NAK_NODEV,		/* no RDMA device for the server's address */
+	RSX_NAK_RESOURCES,	/* memory, QP or registration failed */
+	RSX_NAK_VERSION,	/* the server speaks another version */
+	RSX_NAK_INTERNAL,
+	RSX_NAK_MAX,
+};
+
+struct rsx_hello {
+	uint8_t type;
+	uint8_t version;
+	uint8_t mtu;
+	uint8_t reason;
+	uint16_t rq_depth;
+	uint32_t flags;
+	uint32_t qpn;
+	uint32_t psn;
+	uint32_t ring_size;
+	uint32_t rkey;
+	uint64_t nonce;
+	uint64_t ring_addr;
+	uint8_t gid[16];
+};
+
+uint32_t rsx_crc32c(const void *buf, size_t len);
+void rsx_wire_encode(const struct rsx_hello *h, uint8_t out[RSX_WIRE_LEN]);
+int rsx_wire_decode(const uint8_t *buf, size_t len, struct rsx_hello *h);
+const char *rsx_nak_str(int reason);
+
+#endif

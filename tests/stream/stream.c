@@ -1,0 +1,510 @@
+// SPDX-License-Identifier: MIT
+/*
+ * rsx-stream: a TCP test peer that checks every byte.
+ *
+ * Both ends send a pseudo-random byte stream (xorshift, seeded per
+ * direction) in random-sized pieces through a random choice of write, send,
+ * writev and sendmsg, and read the other direction through read, recv,
+ * readv, recvmsg, recv(MSG_WAITALL) and recv(MSG_PEEK)+read, comparing each
+ * byte with the generator.  Sending and receiving run in two threads, on the
+ * same socket, at once.
+ *
+ *   rsx-stream server -p PORT [-l ADDR] [-6] [options]
+ *   rsx-stream client -c HOST -p PORT [-b BIND] [options]
+ *   options (both ends must agree):
+ *     -n BYTES  bytes each way (default 1M; 0: none that way, see -d)
+ *     -d c2s|s2c|both   direction of the data (default both)
+ *     -M MAX    largest piece (default 65536)
+ *     -s SEED   seed of the piece sizes and operations
+ *     -f        the server sends a 7-byte banner before anything else
+ *               (a server that speaks first: no upgrade)
+ *   Like most servers, the server sends only after the first byte came in
+ *   (when the client sends at all); -f makes it speak first.
+ *     -H        half-close: the sender ends with shutdown(SHUT_WR) and
+ *               the reader must then see EOF (default: close at the end)
+ *     -u        leave the last 100 bytes unread and close (tests close
+ *               with unread data; only the sender's check counts)
+ *     -P COUNT  ping-pong COUNT times 64 bytes, print latency percentiles
+ *     -T BYTES  throughput: the client writes BYTES in 1 MiB writes
+ *
+ * Prints "rsx-stream: ok ..." and exits 0, or says what went wrong and
+ * exits 1 (wrong data) or 2 (error).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t nbytes = 1 << 20, tput_bytes;
+static unsigned int maxpiece = 65536, seed = 1, pingpong;
+static int server_first, halfclose, unread, dir_c2s = 1, dir_s2c = 1;
+static int is_server;
+
+struct gen {
+	uint64_t s;
+};
+
+static uint8_t gen_byte(struct gen *g)
+{
+	g->s ^= g->s << 13;
+	g->s ^= g->s >> 7;
+	g->s ^= g->s << 17;
+	return g->s >> 24;
+}
+
+static unsigned int rnd(unsigned int *st, unsigned int n)
+{
+	*st = *st * 1103515245 + 12345;
+	return (*st >> 8) % n;
+}
+
+static void die(const char *what)
+{
+	fprintf(stderr, "rsx-stream: %s: %s\n", what, strerror(errno));
+	exit(2);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	ssize_t n;
+
+	while (len) {
+		n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			die("write");
+		p += n;
+		len -= n;
+	}
+}
+
+static void read_all(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+	ssize_t n;
+
+	while (len) {
+		n = read(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0) {
+			fprintf(stderr, "rsx-stream: early EOF\n");
+			exit(1);
+		}
+		if (n < 0)
+			die("read");
+		p += n;
+		len -= n;
+	}
+}
+
+struct side {
+	int fd;
+	uint64_t bytes;
+	unsigned int st;
+	struct gen g;
+	uint64_t hash;
+	const char *err;
+};
+
+static uint64_t fnv(uint64_t h, const uint8_t *p, size_t n)
+{
+	while (n--)
+		h = (h ^ *p++) * 0x100000001b3ull;
+	return h;
+}
+
+/* One piece through a randomly chosen call; returns bytes sent. */
+static ssize_t send_piece(int fd, uint8_t *buf, size_t n, unsigned int *st)
+{
+	struct iovec iov[3];
+	struct msghdr mh = { .msg_iov = iov };
+	size_t a, b;
+
+	switch (rnd(st, 4)) {
+	case 0:
+		return write(fd, buf, n);
+	case 1:
+		return send(fd, buf, n, MSG_NOSIGNAL);
+	case 2:
+		a = n / 3;
+		b = n / 2;
+		iov[0] = (struct iovec){ buf, a };
+		iov[1] = (struct iovec){ buf + a, b - a };
+		iov[2] = (struct iovec){ buf + b, n - b };
+		return writev(fd, iov, 3);
+	default:
+		iov[0] = (struct iovec){ buf, n };
+		mh.msg_iovlen = 1;
+		return sendmsg(fd, &mh, MSG_NOSIGNAL);
+	}
+}
+
+static pthread_mutex_t first_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t first_cond = PTHREAD_COND_INITIALIZER;
+static int first_seen;
+
+static void first_byte_seen(void)
+{
+	pthread_mutex_lock(&first_lock);
+	first_seen = 1;
+	pthread_cond_broadcast(&first_cond);
+	pthread_mutex_unlock(&first_lock);
+}
+
+static void *sender(void *arg)
+{
+	struct side *sd = arg;
+	uint8_t *buf = malloc(maxpiece);
+	uint64_t left = sd->bytes;
+	size_t n, i, off;
+	ssize_t k;
+
+	sd->hash = 0xcbf29ce484222325ull;
+	if (is_server && dir_c2s && !server_first) {
+		pthread_mutex_lock(&first_lock);
+		while (!first_seen)
+			pthread_cond_wait(&first_cond, &first_lock);
+		pthread_mutex_unlock(&first_lock);
+	}
+	while (left) {
+		n = 1 + rnd(&sd->st, maxpiece);
+		if (n > left)
+			n = left;
+		for (i = 0; i < n; i++)
+			buf[i] = gen_byte(&sd->g);
+		sd->hash = fnv(sd->hash, buf, n);
+		for (off = 0; off < n; off += k) {
+			k = send_piece(sd->fd, buf + off, n - off, &sd->st);
+			if (k < 0 && errno == EINTR) {
+				k = 0;
+				continue;
+			}
+			if (k <= 0) {
+				sd->err = "send failed";
+				free(buf);
+				return NULL;
+			}
+		}
+		left -= n;
+	}
+	if (halfclose && shutdown(sd->fd, SHUT_WR))
+		sd->err = "shutdown";
+	free(buf);
+	return NULL;
+}
+
+static ssize_t recv_piece(int fd, uint8_t *buf, size_t n, unsigned int *st)
+{
+	struct iovec iov[2];
+	struct msghdr mh = { .msg_iov = iov };
+	ssize_t k;
+
+	switch (rnd(st, 6)) {
+	case 0:
+		return read(fd, buf, n);
+	case 1:
+		return recv(fd, buf, n, 0);
+	case 2:
+		iov[0] = (struct iovec){ buf, n / 2 };
+		iov[1] = (struct iovec){ buf + n / 2, n - n / 2 };
+		return readv(fd, iov, 2);
+	case 3:
+		iov[0] = (struct iovec){ buf, n };
+		mh.msg_iovlen = 1;
+		return recvmsg(fd, &mh, 0);
+	case 4:
+		return recv(fd, buf, n, MSG_WAITALL);
+	default:
+		/* peeked bytes must be the bytes then read */
+		k = recv(fd, buf, n, MSG_PEEK);
+		if (k <= 0)
+			return k;
+		{
+			uint8_t *again = malloc(k);
+			ssize_t r = read(fd, again, k);
+
+			if (r > 0 && memcmp(again, buf, r)) {
+				fprintf(stderr, "rsx-stream: MSG_PEEK saw "
+					"other bytes than read\n");
+				exit(1);
+			}
+			free(again);
+			return r;
+		}
+	}
+}
+
+static void *receiver(void *arg)
+{
+	struct side *sd = arg;
+	uint8_t *buf = malloc(maxpiece);
+	uint64_t got = 0, stop = sd->bytes;
+	ssize_t k, i;
+
+	sd->hash = 0xcbf29ce484222325ull;
+	if (unread && stop > 100)
+		stop -= 100;
+	while (got < stop) {
+		k = 1 + rnd(&sd->st, maxpiece);
+		if ((uint64_t)k > stop - got)
+			k = stop - got;
+		k = recv_piece(sd->fd, buf, k, &sd->st);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			sd->err = "receive failed";
+			goto out;
+		}
+		if (k == 0) {
+			fprintf(stderr, "rsx-stream: EOF after %llu of %llu "
+				"bytes\n", (unsigned long long)got,
+				(unsigned long long)sd->bytes);
+			sd->err = "early EOF";
+			goto out;
+		}
+		for (i = 0; i < k; i++) {
+			if (buf[i] != gen_byte(&sd->g)) {
+				fprintf(stderr, "rsx-stream: wrong byte at "
+					"offset %llu\n",
+					(unsigned long long)(got + i));
+				exit(1);
+			}
+		}
+		sd->hash = fnv(sd->hash, buf, k);
+		if (!got)
+			first_byte_seen();
+		got += k;
+	}
+	first_byte_seen();
+	if (halfclose && !unread) {
+		k = read(sd->fd, buf, 1);
+		if (k != 0) {
+			fprintf(stderr, "rsx-stream: no EOF after the data "
+				"(%zd)\n", k);
+			sd->err = "no EOF";
+		}
+	}
+out:
+	free(buf);
+	return NULL;
+}
+
+static void run_pingpong(int fd)
+{
+	uint64_t *lat = calloc(pingpong, sizeof(*lat)), t;
+	uint8_t buf[64] = { 0 };
+	unsigned int i, j;
+
+	for (i = 0; i < pingpong; i++) {
+		t = now_ns();
+		if (is_server) {
+			read_all(fd, buf, sizeof(buf));
+			write_all(fd, buf, sizeof(buf));
+		} else {
+			buf[0] = i;
+			write_all(fd, buf, sizeof(buf));
+			read_all(fd, buf, sizeof(buf));
+			if (buf[0] != (uint8_t)i) {
+				fprintf(stderr, "rsx-stream: ping-pong out "
+					"of step\n");
+				exit(1);
+			}
+		}
+		lat[i] = now_ns() - t;
+	}
+	if (is_server)
+		return;
+	for (i = 1; i < pingpong; i++)	/* insertion sort: small counts */
+		for (j = i; j && lat[j - 1] > lat[j]; j--) {
+			t = lat[j];
+			lat[j] = lat[j - 1];
+			lat[j - 1] = t;
+		}
+	printf("rsx-stream: ok pingpong n=%u p50_us=%.1f p90_us=%.1f "
+	       "p99_us=%.1f\n", pingpong, lat[pingpong / 2] / 1e3,
+	       lat[pingpong * 9 / 10] / 1e3, lat[pingpong * 99 / 100] / 1e3);
+	free(lat);
+}
+
+static void run_tput(int fd)
+{
+	size_t sz = 1 << 20;
+	uint8_t *buf = malloc(sz);
+	uint64_t left = tput_bytes, t = now_ns();
+	ssize_t n;
+
+	memset(buf, 0x5a, sz);
+	if (is_server) {
+		while ((n = read(fd, buf, sz)) > 0)
+			left -= n < (ssize_t)left ? (uint64_t)n : left;
+		if (left)
+			fprintf(stderr, "rsx-stream: %llu bytes missing\n",
+				(unsigned long long)left);
+		write_all(fd, "k", 1);
+		free(buf);
+		return;
+	}
+	while (left) {
+		n = left < sz ? left : sz;
+		write_all(fd, buf, n);
+		left -= n;
+	}
+	shutdown(fd, SHUT_WR);
+	read_all(fd, buf, 1);
+	t = now_ns() - t;
+	printf("rsx-stream: ok throughput bytes=%llu MBps=%.1f\n",
+	       (unsigned long long)tput_bytes, tput_bytes / (t / 1e3));
+	free(buf);
+}
+
+static void run(int fd)
+{
+	struct side tx = { .fd = fd }, rx = { .fd = fd };
+	pthread_t tt, rt;
+	int sends = is_server ? dir_s2c : dir_c2s;
+	int recvs = is_server ? dir_c2s : dir_s2c;
+	char banner[8];
+
+	if (server_first) {
+		if (is_server)
+			write_all(fd, "banner\n", 7);
+		else {
+			read_all(fd, banner, 7);
+			if (memcmp(banner, "banner\n", 7)) {
+				fprintf(stderr, "rsx-stream: bad banner\n");
+				exit(1);
+			}
+		}
+	}
+	if (pingpong) {
+		run_pingpong(fd);
+		return;
+	}
+	if (tput_bytes) {
+		run_tput(fd);
+		return;
+	}
+	tx.bytes = sends ? nbytes : 0;
+	rx.bytes = recvs ? nbytes : 0;
+	tx.g.s = 0x9e3779b97f4a7c15ull ^ (is_server ? 2 : 1);
+	rx.g.s = 0x9e3779b97f4a7c15ull ^ (is_server ? 1 : 2);
+	tx.st = seed * 2 + is_server;
+	rx.st = seed * 3 + !is_server;
+	pthread_create(&tt, NULL, sender, &tx);
+	pthread_create(&rt, NULL, receiver, &rx);
+	pthread_join(tt, NULL);
+	pthread_join(rt, NULL);
+	if (tx.err || rx.err) {
+		fprintf(stderr, "rsx-stream: %s\n", tx.err ? tx.err : rx.err);
+		exit(1);
+	}
+	printf("rsx-stream: ok %s sent=%llu received=%llu tx=%016llx "
+	       "rx=%016llx\n", is_server ? "server" : "client",
+	       (unsigned long long)tx.bytes, (unsigned long long)rx.bytes,
+	       (unsigned long long)tx.hash, (unsigned long long)rx.hash);
+}
+
+static int tcp_socket(const char *host, const char *port, int passive,
+		      int family, struct addrinfo **res)
+{
+	struct addrinfo hints = {
+		.ai_family = family, .ai_socktype = SOCK_STREAM,
+		.ai_flags = passive ? AI_PASSIVE : 0,
+	};
+	int err = getaddrinfo(host, port, &hints, res);
+
+	if (err) {
+		fprintf(stderr, "rsx-stream: %s: %s\n", host ? host : "*",
+			gai_strerror(err));
+		exit(2);
+	}
+	return socket((*res)->ai_family, SOCK_STREAM, 0);
+}
+
+int main(int argc, char **argv)
+{
+	const char *host = NULL, *port = NULL, *bindaddr = NULL;
+	struct addrinfo *ai, *bi;
+	int opt, fd, lfd, one = 1, family = AF_UNSPEC;
+
+	if (argc < 2 || (strcmp(argv[1], "server") && strcmp(argv[1], "client"))) {
+		fprintf(stderr, "usage: rsx-stream server|client [options]\n");
+		return 2;
+	}
+	is_server = !strcmp(argv[1], "server");
+	optind = 2;
+	while ((opt = getopt(argc, argv, "c:l:p:b:n:d:M:s:fHuP:T:6")) != -1) {
+		switch (opt) {
+		case 'c': host = optarg; break;
+		case 'l': host = optarg; break;
+		case 'p': port = optarg; break;
+		case 'b': bindaddr = optarg; break;
+		case 'n': nbytes = strtoull(optarg, NULL, 0); break;
+		case 'd':
+			dir_c2s = strcmp(optarg, "s2c") != 0;
+			dir_s2c = strcmp(optarg, "c2s") != 0;
+			break;
+		case 'M': maxpiece = strtoul(optarg, NULL, 0); break;
+		case 's': seed = strtoul(optarg, NULL, 0); break;
+		case 'f': server_first = 1; break;
+		case 'H': halfclose = 1; break;
+		case 'u': unread = 1; break;
+		case 'P': pingpong = strtoul(optarg, NULL, 0); break;
+		case 'T': tput_bytes = strtoull(optarg, NULL, 0); break;
+		case '6': family = AF_INET6; break;
+		default: return 2;
+		}
+	}
+	if (!port || !maxpiece || (!is_server && !host)) {
+		fprintf(stderr, "rsx-stream: -p (and -c for a client) needed\n");
+		return 2;
+	}
+	if (is_server) {
+		lfd = tcp_socket(host, port, 1, family, &ai);
+		if (lfd < 0)
+			die("socket");
+		setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(lfd, ai->ai_addr, ai->ai_addrlen) || listen(lfd, 16))
+			die("bind/listen");
+		printf("rsx-stream: listening\n");
+		fflush(stdout);
+		fd = accept(lfd, NULL, NULL);
+		if (fd < 0)
+			die("accept");
+		close(lfd);
+	} else {
+		fd = tcp_socket(host, port, 0, family, &ai);
+		if (fd < 0)
+			die("socket");
+		if (bindaddr) {
+			tcp_socket(bindaddr, "0", 1, ai->ai_family, &bi);
+			if (bind(fd, bi->ai_addr, bi->ai_addrlen))
+				die("bind");
+		}
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen))
+			die("connect");
+	}
+	run(fd);
+	if (close(fd))
+		die("close");
+	return 0;
+}
