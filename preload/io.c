@@ -11,25 +11,37 @@
 
 void __chk_fail(void) __attribute__((noreturn));
 
+/*
+ * The engine answers -ENOTSOCK when the descriptor turned out not to be the
+ * socket it tracked (closed behind its back, number reused): then the real
+ * call is made after all.
+ */
+#define RSX_TRY(expr)							\
+	do {								\
+		long rsx_r_ = (expr);					\
+		if (rsx_r_ != -ENOTSOCK)				\
+			return rsx_ret(rsx_r_);				\
+	} while (0)
+
 static ssize_t rsx_recv1(int fd, void *buf, size_t n, int flags)
 {
 	struct iovec iov = { .iov_base = buf, .iov_len = n };
 
-	return rsx_ret(rsx_sock_recv(fd, &iov, 1, flags));
+	return rsx_sock_recv(fd, &iov, 1, flags);
 }
 
 static ssize_t rsx_send1(int fd, const void *buf, size_t n, int flags)
 {
 	struct iovec iov = { .iov_base = (void *)buf, .iov_len = n };
 
-	return rsx_ret(rsx_sock_send(fd, &iov, 1, flags));
+	return rsx_sock_send(fd, &iov, 1, flags);
 }
 
 RSX_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
 	rsx_trace_call("read", fd);
 	if (rsx_engine(fd))
-		return rsx_recv1(fd, buf, n, 0);
+		RSX_TRY(rsx_recv1(fd, buf, n, 0));
 	return RSX_REAL(read)(fd, buf, n);
 }
 
@@ -39,7 +51,7 @@ RSX_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 	if (rsx_engine(fd)) {
 		if (n > buflen)
 			__chk_fail();
-		return rsx_recv1(fd, buf, n, 0);
+		RSX_TRY(rsx_recv1(fd, buf, n, 0));
 	}
 	return RSX_REAL(__read_chk)(fd, buf, n, buflen);
 }
@@ -48,7 +60,7 @@ RSX_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
 	rsx_trace_call("write", fd);
 	if (rsx_engine(fd))
-		return rsx_send1(fd, buf, n, 0);
+		RSX_TRY(rsx_send1(fd, buf, n, 0));
 	return RSX_REAL(write)(fd, buf, n);
 }
 
@@ -56,7 +68,7 @@ RSX_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
 	rsx_trace_call("readv", fd);
 	if (rsx_engine(fd))
-		return rsx_ret(rsx_sock_recv(fd, iov, iovcnt, 0));
+		RSX_TRY(rsx_sock_recv(fd, iov, iovcnt, 0));
 	return RSX_REAL(readv)(fd, iov, iovcnt);
 }
 
@@ -64,7 +76,7 @@ RSX_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
 	rsx_trace_call("writev", fd);
 	if (rsx_engine(fd))
-		return rsx_ret(rsx_sock_send(fd, iov, iovcnt, 0));
+		RSX_TRY(rsx_sock_send(fd, iov, iovcnt, 0));
 	return RSX_REAL(writev)(fd, iov, iovcnt);
 }
 
@@ -72,7 +84,7 @@ RSX_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
 	rsx_trace_call("recv", fd);
 	if (rsx_engine(fd))
-		return rsx_recv1(fd, buf, n, flags);
+		RSX_TRY(rsx_recv1(fd, buf, n, flags));
 	return RSX_REAL(recv)(fd, buf, n, flags);
 }
 
@@ -83,7 +95,7 @@ RSX_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen,
 	if (rsx_engine(fd)) {
 		if (n > buflen)
 			__chk_fail();
-		return rsx_recv1(fd, buf, n, flags);
+		RSX_TRY(rsx_recv1(fd, buf, n, flags));
 	}
 	return RSX_REAL(__recv_chk)(fd, buf, n, buflen, flags);
 }
@@ -92,7 +104,7 @@ RSX_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen,
 static ssize_t rsx_recvfrom(int fd, void *buf, size_t n, int flags,
 			    socklen_t *len)
 {
-	ssize_t ret = rsx_recv1(fd, buf, n, flags);
+	ssize_t ret = rsx_recv1(fd, buf, n, flags);	/* -errno */
 
 	if (ret >= 0 && len)
 		*len = 0;
@@ -104,7 +116,7 @@ RSX_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags,
 {
 	rsx_trace_call("recvfrom", fd);
 	if (rsx_engine(fd))
-		return rsx_recvfrom(fd, buf, n, flags, len);
+		RSX_TRY(rsx_recvfrom(fd, buf, n, flags, len));
 	return RSX_REAL(recvfrom)(fd, buf, n, flags, addr, len);
 }
 
@@ -116,15 +128,14 @@ RSX_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen,
 	if (rsx_engine(fd)) {
 		if (n > buflen)
 			__chk_fail();
-		return rsx_recvfrom(fd, buf, n, flags, len);
+		RSX_TRY(rsx_recvfrom(fd, buf, n, flags, len));
 	}
 	return RSX_REAL(__recvfrom_chk)(fd, buf, n, buflen, flags, addr, len);
 }
 
 static ssize_t rsx_recvmsg(int fd, struct msghdr *msg, int flags)
 {
-	ssize_t ret = rsx_ret(rsx_sock_recv(fd, msg->msg_iov,
-					    msg->msg_iovlen, flags));
+	ssize_t ret = rsx_sock_recv(fd, msg->msg_iov, msg->msg_iovlen, flags);
 
 	if (ret >= 0) {
 		msg->msg_namelen = 0;
@@ -138,7 +149,7 @@ RSX_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	rsx_trace_call("recvmsg", fd);
 	if (rsx_engine(fd))
-		return rsx_recvmsg(fd, msg, flags);
+		RSX_TRY(rsx_recvmsg(fd, msg, flags));
 	return RSX_REAL(recvmsg)(fd, msg, flags);
 }
 
@@ -158,8 +169,10 @@ RSX_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 				(flags & ~MSG_WAITFORONE) |
 				(i && (flags & MSG_WAITFORONE) ?
 				 MSG_DONTWAIT : 0));
+		if (n == -ENOTSOCK && !i)
+			return RSX_REAL(recvmmsg)(fd, vec, vlen, flags, timeout);
 		if (n < 0)
-			return i ? (int)i : -1;
+			return i ? (int)i : rsx_ret(n);
 		vec[i].msg_len = n;
 		if (n == 0)
 			return i + 1;
@@ -171,7 +184,7 @@ RSX_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
 	rsx_trace_call("send", fd);
 	if (rsx_engine(fd))
-		return rsx_send1(fd, buf, n, flags);
+		RSX_TRY(rsx_send1(fd, buf, n, flags));
 	return RSX_REAL(send)(fd, buf, n, flags);
 }
 
@@ -180,7 +193,7 @@ RSX_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
 {
 	rsx_trace_call("sendto", fd);
 	if (rsx_engine(fd))
-		return rsx_send1(fd, buf, n, flags);
+		RSX_TRY(rsx_send1(fd, buf, n, flags));
 	return RSX_REAL(sendto)(fd, buf, n, flags, addr, len);
 }
 
@@ -188,8 +201,7 @@ RSX_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	rsx_trace_call("sendmsg", fd);
 	if (rsx_engine(fd))
-		return rsx_ret(rsx_sock_send(fd, msg->msg_iov,
-					     msg->msg_iovlen, flags));
+		RSX_TRY(rsx_sock_send(fd, msg->msg_iov, msg->msg_iovlen, flags));
 	return RSX_REAL(sendmsg)(fd, msg, flags);
 }
 
@@ -203,10 +215,12 @@ RSX_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 	if (!rsx_engine(fd))
 		return RSX_REAL(sendmmsg)(fd, vec, vlen, flags);
 	for (i = 0; i < vlen; i++) {
-		n = rsx_ret(rsx_sock_send(fd, vec[i].msg_hdr.msg_iov,
-					  vec[i].msg_hdr.msg_iovlen, flags));
+		n = rsx_sock_send(fd, vec[i].msg_hdr.msg_iov,
+				  vec[i].msg_hdr.msg_iovlen, flags);
+		if (n == -ENOTSOCK && !i)
+			return RSX_REAL(sendmmsg)(fd, vec, vlen, flags);
 		if (n < 0)
-			return i ? (int)i : -1;
+			return i ? (int)i : rsx_ret(n);
 		vec[i].msg_len = n;
 	}
 	return i;
@@ -217,7 +231,7 @@ RSX_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset,
 {
 	rsx_trace_call("sendfile", out_fd);
 	if (rsx_engine(out_fd))
-		return rsx_ret(rsx_sock_sendfile(out_fd, in_fd, offset, count));
+		RSX_TRY(rsx_sock_sendfile(out_fd, in_fd, offset, count));
 	return RSX_REAL(sendfile)(out_fd, in_fd, offset, count);
 }
 
@@ -226,7 +240,7 @@ RSX_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset,
 {
 	rsx_trace_call("sendfile64", out_fd);
 	if (rsx_engine(out_fd))
-		return rsx_ret(rsx_sock_sendfile(out_fd, in_fd, offset, count));
+		RSX_TRY(rsx_sock_sendfile(out_fd, in_fd, offset, count));
 	return RSX_REAL(sendfile64)(out_fd, in_fd, offset, count);
 }
 

@@ -36,7 +36,7 @@ static long rsx_enosys(void)
 	return -1;
 }
 
-static void rsx_real_resolve(void)
+void rsx_libc_resolve(void)
 {
 	unsigned int i;
 	void **slot;
@@ -60,7 +60,7 @@ void *rsx_real_lazy(size_t off)
 {
 	int saved = errno;
 
-	rsx_real_resolve();
+	rsx_libc_resolve();
 	errno = saved;
 	return *(void **)((char *)&rsx_libc + off);
 }
@@ -69,7 +69,7 @@ __attribute__((constructor)) static void rsx_preload_init(void)
 {
 	int saved = errno;
 
-	rsx_real_resolve();
+	rsx_libc_resolve();
 	rsx_init_once();
 	errno = saved;
 }

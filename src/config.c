@@ -469,7 +469,7 @@ int rsx_config_load(struct rsx_config *c, const char *rules_env,
 	c->valid = 1;
 	c->error[0] = 0;
 	c->rules.n = 0;
-	c->default_action = RSX_ACT_TCP;
+	c->default_action = RSX_ACT_PROBE;
 
 	if (default_env) {
 		v = rsx_parse_action(default_env);
@@ -500,6 +500,6 @@ int rsx_config_load(struct rsx_config *c, const char *rules_env,
 err:
 	c->valid = 0;
 	c->rules.n = 0;
-	c->default_action = RSX_ACT_TCP;
+	c->default_action = RSX_ACT_PROBE;
 	return ret;
 }

@@ -58,6 +58,9 @@ struct rsx_config {
 	int linger_ms;		/* RSOCKX_LINGER_MS: close() waits this long */
 	int hello_wait_ms;	/* a message's start waits this long for its rest */
 	int hello_grace_ms;	/* a server speaking first waits for a HELLO */
+	int probe_timeout_ms;	/* RSOCKX_PROBE_TIMEOUT_MS: no answer = no */
+	int probe_ttl_s;	/* RSOCKX_PROBE_TTL_S: "rsockx here" is kept */
+	int probe_neg_ttl_s;	/* RSOCKX_PROBE_NEG_TTL_S: "no" is kept */
 	struct rsx_rules rules;
 	char error[256];	/* first error, "source:line: reason" */
 };

@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
@@ -55,19 +56,30 @@ static size_t rsx_page_round(size_t len)
 	return (len + pg - 1) & ~(pg - 1);
 }
 
-/* Moves the completion channel's fd up among rsockx's own descriptors. */
+/*
+ * Moves one of our descriptors up among rsockx's own, out of the numbers a
+ * program expects, and protects it from the program's close().
+ */
+static int rsx_fd_hide(int fd)
+{
+	int hi;
+
+	if (fd < 0)
+		return fd;
+	hi = rsx_libc.fcntl(fd, F_DUPFD_CLOEXEC, rsx_fd_private_base());
+	if (hi >= 0) {
+		rsx_libc.close(fd);
+		fd = hi;
+	}
+	rsx_fd_set_private(fd, NULL);
+	return fd;
+}
+
 static void rsx_chan_hide(struct ibv_comp_channel *chan)
 {
-	int fd;
-
-	fd = rsx_libc.fcntl(chan->fd, F_DUPFD_CLOEXEC, rsx_fd_private_base());
-	if (fd >= 0) {
-		rsx_libc.close(chan->fd);
-		chan->fd = fd;
-	}
+	chan->fd = rsx_fd_hide(chan->fd);
 	rsx_libc.fcntl(chan->fd, F_SETFL,
 		       rsx_libc.fcntl(chan->fd, F_GETFL) | O_NONBLOCK);
-	rsx_fd_set_private(chan->fd, NULL);
 }
 
 static int rsx_post_recvs(struct rsx_conn *c, uint32_t n)
@@ -107,6 +119,13 @@ int rsx_conn_create(struct rsx_dev *dev, uint32_t ring_size,
 		return -ENOMEM;
 	c->dev = dev;
 	c->ring_size = ring_size;
+	pthread_cond_init(&c->cond, NULL);
+	c->kick_fd = rsx_fd_hide(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+	if (c->kick_fd < 0) {
+		pthread_cond_destroy(&c->cond);
+		free(c);
+		return -EMFILE;
+	}
 	c->rx_tcp_limit = -1;
 	c->psn = rsx_rand24();
 	if (getrandom(&c->nonce, sizeof(c->nonce), GRND_NONBLOCK) !=
@@ -213,7 +232,10 @@ void rsx_conn_destroy(struct rsx_conn *c)
 		munmap(c->rxmem, c->rxmem_len);
 	if (c->txmem)
 		munmap(c->txmem, c->txmem_len);
+	rsx_fd_take(c->kick_fd);
+	rsx_libc.close(c->kick_fd);
 	rsx_guard_leave();
+	pthread_cond_destroy(&c->cond);
 	free(c);
 }
 

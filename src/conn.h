@@ -2,6 +2,7 @@
 #ifndef RSX_CONN_H
 #define RSX_CONN_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/uio.h>
 
@@ -49,6 +50,19 @@ struct rsx_ctrl {
 
 /* Callers serialise on the owning rsx_sock's lock. */
 struct rsx_conn {
+	/*
+	 * Several threads may wait on one connection (a reader and a
+	 * writer).  Only one of them sleeps in poll() on the completion
+	 * channel at a time: a completion event is consumed once, and a
+	 * second sleeper would never hear of it.  The others wait on cond
+	 * for the poller's news; one that needs more events than the poller
+	 * watches kicks it through kick_fd (an eventfd).
+	 */
+	pthread_cond_t cond;
+	int kick_fd;
+	uint8_t polling;	/* a thread sleeps in poll() */
+	short want;		/* TCP events the waiters want */
+	uint32_t wake_gen;	/* bumped each time the poller returns */
 	struct rsx_dev *dev;
 	struct ibv_comp_channel *chan;
 	struct ibv_cq *cq;

@@ -7,54 +7,60 @@
 #include "upgrade.h"
 #include "wire.h"
 #include "init.h"
+#include "libc.h"
 #include "log.h"
 #include "stats.h"
 
 _Atomic int rsx_init_state;	/* 0: not yet, 1: running, 2: done */
 static const char *rsx_stats_file;
 
-/* Numeric knobs: a bad value is logged and the default kept. */
-static void rsx_init_tunables(void)
+/* A numeric knob from the environment; a bad value is logged and ignored. */
+static void rsx_env_num(const char *name, uint64_t min, uint64_t max,
+			int pow2, void *out, size_t size)
 {
-	const char *s;
+	const char *s = secure_getenv(name);
 	uint64_t v;
 
-	rsx_config.ring_size = 256 * 1024;
-	rsx_config.spin_us = 0;
-	rsx_config.linger_ms = 5000;
-	rsx_config.hello_wait_ms = 200;
-	rsx_config.hello_grace_ms = 5;
-	s = secure_getenv("RSOCKX_RING_SIZE");
-	if (s && *s) {
-		if (rsx_parse_size(s, RSX_RING_MIN, RSX_RING_MAX, &v) ||
-		    (v & (v - 1)))
-			rsx_warn("RSOCKX_RING_SIZE=%s: want a power of two "
-				 "from 4k to 128m; using %u", s,
-				 rsx_config.ring_size);
-		else
-			rsx_config.ring_size = v;
+	if (!s || !*s)
+		return;
+	if (rsx_parse_size(s, min, max, &v) || (pow2 && (v & (v - 1)))) {
+		rsx_warn("%s=%s: want %s%llu to %llu; default kept", name, s,
+			 pow2 ? "a power of two from " : "",
+			 (unsigned long long)min, (unsigned long long)max);
+		return;
 	}
-	s = secure_getenv("RSOCKX_SPIN_US");
-	if (s && *s) {
-		if (rsx_parse_size(s, 0, 1000000, &v))
-			rsx_warn("RSOCKX_SPIN_US=%s: want 0 to 1000000", s);
-		else
-			rsx_config.spin_us = v;
-	}
-	s = secure_getenv("RSOCKX_HELLO_GRACE_MS");
-	if (s && *s) {
-		if (rsx_parse_size(s, 0, 10000, &v))
-			rsx_warn("RSOCKX_HELLO_GRACE_MS=%s: want 0 to 10000", s);
-		else
-			rsx_config.hello_grace_ms = v;
-	}
-	s = secure_getenv("RSOCKX_LINGER_MS");
-	if (s && *s) {
-		if (rsx_parse_size(s, 0, 3600000, &v))
-			rsx_warn("RSOCKX_LINGER_MS=%s: want 0 to 3600000", s);
-		else
-			rsx_config.linger_ms = v;
-	}
+	if (size == sizeof(uint32_t))
+		*(uint32_t *)out = v;
+	else
+		*(int *)out = v;
+}
+
+static void rsx_init_tunables(void)
+{
+	struct rsx_config *c = &rsx_config;
+
+	c->ring_size = 256 * 1024;
+	c->spin_us = 0;
+	c->linger_ms = 5000;
+	c->hello_wait_ms = 200;
+	c->hello_grace_ms = 5;
+	c->probe_timeout_ms = 1000;
+	c->probe_ttl_s = 60;
+	c->probe_neg_ttl_s = 5;
+	rsx_env_num("RSOCKX_RING_SIZE", RSX_RING_MIN, RSX_RING_MAX, 1,
+		    &c->ring_size, sizeof(c->ring_size));
+	rsx_env_num("RSOCKX_SPIN_US", 0, 1000000, 0, &c->spin_us,
+		    sizeof(c->spin_us));
+	rsx_env_num("RSOCKX_LINGER_MS", 0, 3600000, 0, &c->linger_ms,
+		    sizeof(int));
+	rsx_env_num("RSOCKX_HELLO_GRACE_MS", 0, 10000, 0, &c->hello_grace_ms,
+		    sizeof(int));
+	rsx_env_num("RSOCKX_PROBE_TIMEOUT_MS", 1, 60000, 0,
+		    &c->probe_timeout_ms, sizeof(int));
+	rsx_env_num("RSOCKX_PROBE_TTL_S", 0, 86400, 0, &c->probe_ttl_s,
+		    sizeof(int));
+	rsx_env_num("RSOCKX_PROBE_NEG_TTL_S", 0, 86400, 0,
+		    &c->probe_neg_ttl_s, sizeof(int));
 }
 
 /*
@@ -66,6 +72,7 @@ static void rsx_init_env(void)
 	const char *s, *conf;
 	int lvl, ret;
 
+	rsx_log_level = RSX_LOG_OFF;
 	s = secure_getenv("RSOCKX_DISABLE");
 	if (s && *s && strcmp(s, "0")) {
 		rsx_config.disabled = 1;
@@ -105,6 +112,8 @@ int rsx_init_slow(void)
 
 	if (!atomic_compare_exchange_strong(&rsx_init_state, &expect, 1))
 		return expect == 2 ? 0 : -EAGAIN;
+	/* we may be here before the shim's constructor ran */
+	rsx_libc_resolve();
 	rsx_init_env();
 	atomic_store_explicit(&rsx_init_state, 2, memory_order_release);
 	return 0;

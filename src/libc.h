@@ -71,4 +71,8 @@ struct rsx_libc {
 
 extern struct rsx_libc rsx_libc;
 
+/* Fills rsx_libc if that has not happened yet (the shim does the lookups;
+ * src/ resolves no symbols itself). */
+void rsx_libc_resolve(void);
+
 #endif

@@ -8,16 +8,20 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "fdtab.h"
+#include "init.h"
 #include "libc.h"
 #include "log.h"
 
-int rsx_log_level;
+/* Until the environment is read, every call takes the slow path, which
+ * reads it (a call can come before our constructor ran). */
+int rsx_log_level = RSX_LOG_UNSET;
 static int rsx_log_fd = STDERR_FILENO;
 
 static const char *const rsx_level_names[] = {
@@ -58,6 +62,31 @@ int rsx_log_open(const char *path)
 	return 0;
 }
 
+/*
+ * write() that cannot kill the process: a file size limit (sshd's sandbox
+ * sets RLIMIT_FSIZE to 0) makes the kernel send SIGXFSZ, whose default
+ * action ends the process.  SIGXFSZ is blocked around the write; if the
+ * write hit the limit, the signal is pending and stays blocked in this
+ * thread (taking it back would need a syscall that sandboxes such as
+ * sshd's seccomp filter forbid), and logging stops for good.
+ */
+ssize_t rsx_safe_write(int fd, const void *buf, size_t len)
+{
+	sigset_t xfsz, old;
+	ssize_t n;
+
+	sigemptyset(&xfsz);
+	sigaddset(&xfsz, SIGXFSZ);
+	pthread_sigmask(SIG_BLOCK, &xfsz, &old);
+	n = rsx_libc.write(fd, buf, len);
+	if (n < 0 && errno == EFBIG) {
+		rsx_log_level = RSX_LOG_OFF;
+		return n;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return n;
+}
+
 static void rsx_log_vemit(int level, const char *fmt, va_list ap)
 {
 	char buf[1024];
@@ -74,14 +103,24 @@ static void rsx_log_vemit(int level, const char *fmt, va_list ap)
 		n = sizeof(buf) - 1;
 	buf[n++] = '\n';
 	if (rsx_libc.write)
-		rsx_libc.write(rsx_log_fd, buf, n);
+		rsx_safe_write(rsx_log_fd, buf, n);
 	errno = saved;
+}
+
+/* Before the environment is read: read it, then decide. */
+static int rsx_log_wanted(int level)
+{
+	if (rsx_log_level == RSX_LOG_UNSET && rsx_init_once())
+		return 0;	/* being read right now (recursion) */
+	return rsx_log_level != RSX_LOG_UNSET && level <= rsx_log_level;
 }
 
 void rsx_log_emit(int level, const char *fmt, ...)
 {
 	va_list ap;
 
+	if (!rsx_log_wanted(level))
+		return;
 	va_start(ap, fmt);
 	rsx_log_vemit(level, fmt, ap);
 	va_end(ap);
@@ -89,5 +128,6 @@ void rsx_log_emit(int level, const char *fmt, ...)
 
 void rsx_log_call(const char *name, int fd)
 {
-	rsx_log_emit(RSX_LOG_TRACE, "call %s fd=%d", name, fd);
+	if (rsx_log_wanted(RSX_LOG_TRACE))
+		rsx_log_emit(RSX_LOG_TRACE, "call %s fd=%d", name, fd);
 }

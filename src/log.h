@@ -2,6 +2,8 @@
 #ifndef RSX_LOG_H
 #define RSX_LOG_H
 
+#include <sys/types.h>
+
 #include "compiler.h"
 
 /*
@@ -15,6 +17,7 @@ enum rsx_log_level {
 	RSX_LOG_INFO,
 	RSX_LOG_DEBUG,
 	RSX_LOG_TRACE,
+	RSX_LOG_UNSET = 99,	/* the environment is not read yet */
 };
 
 extern int rsx_log_level;
@@ -24,6 +27,7 @@ int rsx_log_open(const char *path);
 void rsx_log_emit(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void rsx_log_call(const char *name, int fd);
+ssize_t rsx_safe_write(int fd, const void *buf, size_t len);
 
 #define rsx_log(level, ...)						\
 	do {								\

@@ -3,6 +3,7 @@
 
 #include "conn.h"
 #include "pool.h"
+#include "probe.h"
 #include "sock.h"
 
 static struct rsx_pool rsx_sock_pool;
@@ -29,6 +30,7 @@ struct rsx_sock *rsx_sock_new(int kind, int family, int role)
 	s->wr_shut = 0;
 	s->partial_since = 0;
 	s->conn = NULL;
+	s->probe_id = NULL;
 	pthread_mutex_init(&s->lock, NULL);
 	/* Published last: a racing rsx_sock_tryget() sees 0 until then. */
 	atomic_store_explicit(&s->ref, 1, memory_order_release);
@@ -60,6 +62,7 @@ void rsx_sock_put(struct rsx_sock *s)
 		rsx_conn_destroy(s->conn);
 		s->conn = NULL;
 	}
+	rsx_probe_unlisten(s);
 	rsx_pool_put(&rsx_sock_pool, s);
 }
 

@@ -58,6 +58,7 @@ struct rsx_sock {
 	int64_t partial_since;	/* ms: a HELLO prefix seen, rest not yet */
 	pthread_mutex_t lock;
 	struct rsx_conn *conn;
+	void *probe_id;		/* listener: its probe responder's CM id */
 };
 
 void rsx_sock_set_state(struct rsx_sock *s, int state);

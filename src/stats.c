@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "libc.h"
+#include "log.h"
 #include "stats.h"
 
 _Atomic uint64_t rsx_stats[RSX_STAT_COUNT];
@@ -47,7 +48,7 @@ int rsx_stats_dump(const char *path)
 	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
-	if (rsx_libc.write(fd, buf, n) != n)
+	if (rsx_safe_write(fd, buf, n) != n)
 		ret = -EIO;
 	rsx_libc.close(fd);
 	return ret;

@@ -40,7 +40,10 @@
 	X(tcp_rx_bytes)		/* ... received on TCP */		\
 	X(qps_created) X(qps_destroyed)					\
 	X(conn_errors)		/* upgraded connections that broke */	\
-	X(sleeps)		/* waits on the completion channel */
+	X(sleeps)		/* waits on the completion channel */	\
+	X(fallback_probe)	/* stayed TCP: probe said no or not yet */ \
+	X(probes_sent) X(probe_yes) X(probe_no)				\
+	X(probes_answered)	/* responder: probes rejected as rsockx */
 
 enum rsx_stat {
 #define RSX_STAT_ENUM(name) RSX_STAT_##name,

@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "dev.h"
+#include "probe.h"
 #include "fdtab.h"
 #include "init.h"
 #include "libc.h"
@@ -105,14 +106,27 @@ void rsx_on_fionbio(int fd, int on)
 		atomic_store(&s->nonblock, !!on);
 }
 
+/*
+ * A listener answers probes for its port, unless a rule says its
+ * connections stay TCP (then clients should not even try).
+ */
 void rsx_on_listen(int fd)
 {
 	struct rsx_sock *s = rsx_fd_peek(fd);
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
 
 	if (!s || s->kind != RSX_SOCK_TCP)
 		return;
 	atomic_store(&s->role, RSX_ROLE_LISTENER);
 	rsx_stat_inc(RSX_STAT_tcp_listening);
+	if (!rsx_config.valid ||
+	    rsx_libc.getsockname(fd, (struct sockaddr *)&ss, &len) ||
+	    rsx_rules_match(&rsx_config.rules, RSX_DIR_ACCEPT,
+			    (struct sockaddr *)&ss, len, RSX_ACT_PROBE,
+			    NULL) == RSX_ACT_TCP)
+		return;
+	rsx_probe_listen(s, fd);
 }
 
 /*
@@ -132,6 +146,14 @@ void rsx_on_connect_prepare(int fd, const struct sockaddr *sa, socklen_t len)
 				    len, rsx_config.default_action, &r);
 	rsx_dbg("fd %d connect: action %d (%s %u)", fd, s->action,
 		r ? "rule at line" : "default", r ? r->line : 0);
+	if (s->action == RSX_ACT_PROBE) {
+		/* the first connection to a destination stays TCP while the
+		 * probe asks; later ones use the cached answer */
+		if (rsx_probe_lookup(sa, len) == RSX_PROBE_YES)
+			s->action = RSX_ACT_RDMA;
+		else
+			rsx_stat_inc(RSX_STAT_fallback_probe);
+	}
 	if (s->action == RSX_ACT_RDMA)
 		rsx_dev_prepare();
 }

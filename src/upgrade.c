@@ -44,6 +44,7 @@
 #include "guard.h"
 #include "libc.h"
 #include "log.h"
+#include "probe.h"
 #include "stats.h"
 #include "upgrade.h"
 
@@ -111,41 +112,129 @@ static ssize_t rsx_tcp_io(int fd, const struct iovec *iov, int iovcnt,
 	return n < 0 ? -errno : n;
 }
 
+static void rsx_peer_closed(struct rsx_sock *s);
+
+/*
+ * SO_RCVTIMEO / SO_SNDTIMEO of the call in progress on this thread: read
+ * from the socket only when the call is about to sleep (an extra syscall
+ * then costs nothing), as an absolute deadline in ms (0: none).
+ */
+#define RSX_DEADLINE_UNKNOWN (-1)
+static RSX_TLS int64_t rsx_deadline = RSX_DEADLINE_UNKNOWN;
+static RSX_TLS int rsx_timeo_opt;
+
+static void rsx_call_begin(int opt)
+{
+	rsx_deadline = RSX_DEADLINE_UNKNOWN;
+	rsx_timeo_opt = opt;
+}
+
+/* ms left before the call must give up with EAGAIN; -1: no limit. */
+static int rsx_timeout_left(int fd)
+{
+	struct timeval tv;
+	socklen_t len = sizeof(tv);
+	int64_t left;
+
+	if (rsx_deadline == RSX_DEADLINE_UNKNOWN) {
+		rsx_deadline = 0;
+		if (!rsx_libc.getsockopt(fd, SOL_SOCKET, rsx_timeo_opt, &tv,
+					 &len) && (tv.tv_sec || tv.tv_usec))
+			rsx_deadline = rsx_now_ms() + tv.tv_sec * 1000 +
+				       (tv.tv_usec + 999) / 1000;
+	}
+	if (!rsx_deadline)
+		return -1;
+	left = rsx_deadline - rsx_now_ms();
+	return left > 0 ? (int)left : 0;
+}
+
 /*
  * Sleeps until fd has one of events, or the connection's completion channel
- * fires, with s->lock dropped.  Returns fd's revents, or -EINTR.
+ * fires, with s->lock dropped.  Returns fd's revents (0 when another thread
+ * did the polling), or -EINTR.  See struct rsx_conn for why only one thread
+ * polls a connection.  The TCP end (POLLRDHUP) is noted here for all.
  */
 static int rsx_sleep(struct rsx_sock *s, int fd, short events)
 {
 	struct rsx_conn *c = s->conn;
-	struct pollfd pfd[2];
-	int n = 0, ret;
+	struct pollfd pfd[3];
+	uint64_t kick;
+	uint32_t gen;
+	int ret, rev;
 
-	if (events) {
-		pfd[n].fd = fd;
-		pfd[n].events = events;
-		pfd[n].revents = 0;
-		n++;
+	struct timespec until;
+	int timeout = rsx_timeout_left(fd);
+
+	if (timeout == 0)
+		return -EAGAIN;		/* SO_RCVTIMEO/SO_SNDTIMEO ran out */
+	if (!c) {
+		pfd[0].fd = fd;
+		pfd[0].events = events;
+		pfd[0].revents = 0;
+		pthread_mutex_unlock(&s->lock);
+		ret = rsx_libc.poll(pfd, 1, timeout);
+		pthread_mutex_lock(&s->lock);
+		if (ret < 0)
+			return errno == EINTR ? -EINTR : 0;
+		return pfd[0].revents;
 	}
-	if (c && c->qp_ready) {
-		if (rsx_conn_arm(c) == 0 && rsx_conn_poll(c) != 0)
-			return 0;	/* something came in meanwhile */
-		pfd[n].fd = rsx_conn_chan_fd(c);
-		pfd[n].events = POLLIN;
-		pfd[n].revents = 0;
-		n++;
-	}
-	if (!n)
+	if (c->polling) {
+		if ((c->want | events) != c->want) {
+			c->want |= events;
+			kick = 1;
+			if (rsx_libc.write(c->kick_fd, &kick, sizeof(kick)) < 0)
+				rsx_dbg("kick: %s", strerror(errno));
+		}
+		gen = c->wake_gen;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += timeout / 1000;
+		until.tv_nsec += (long)(timeout % 1000) * 1000000;
+		if (until.tv_nsec >= 1000000000) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000;
+		}
+		while (c->polling && gen == c->wake_gen && s->conn == c) {
+			if (timeout < 0)
+				pthread_cond_wait(&c->cond, &s->lock);
+			else if (pthread_cond_timedwait(&c->cond, &s->lock,
+							&until) == ETIMEDOUT)
+				return -EAGAIN;
+		}
 		return 0;
+	}
+	if (c->qp_ready && rsx_conn_arm(c) == 0 && rsx_conn_poll(c) != 0)
+		return 0;	/* something came in meanwhile */
+	c->polling = 1;
+	c->want = events;
+	pfd[0].fd = fd;
+	pfd[0].events = c->want;
+	pfd[1].fd = c->kick_fd;
+	pfd[1].events = POLLIN;
+	pfd[2].fd = rsx_conn_chan_fd(c);
+	pfd[2].events = POLLIN;
+	pfd[0].revents = pfd[1].revents = pfd[2].revents = 0;
 	rsx_stat_inc(RSX_STAT_sleeps);
 	pthread_mutex_unlock(&s->lock);
-	ret = rsx_libc.poll(pfd, n, -1);
+	ret = rsx_libc.poll(pfd, c->qp_ready ? 3 : 2, timeout);
 	pthread_mutex_lock(&s->lock);
 	if (ret < 0)
-		return errno == EINTR ? -EINTR : 0;
-	if (c && c->qp_ready && pfd[n - 1].revents && s->conn == c)
+		ret = errno == EINTR ? -EINTR : 0;
+	else if (ret == 0 && timeout >= 0)
+		ret = -EAGAIN;
+	if (pfd[1].revents)
+		while (rsx_libc.read(c->kick_fd, &kick, sizeof(kick)) > 0)
+			;
+	if (pfd[2].revents)
 		rsx_conn_event(c);
-	return events ? pfd[0].revents : 0;
+	rev = pfd[0].revents;
+	c->polling = 0;
+	c->want = 0;
+	c->wake_gen++;
+	pthread_cond_broadcast(&c->cond);
+	if (!c->tcp_eof && (rev & (POLLRDHUP | POLLHUP | POLLERR)))
+		rsx_peer_closed(s);
+	return ret < 0 ? ret : rev;
 }
 
 /* Waits up to ms for fd to become readable, without s->lock. */
@@ -261,6 +350,8 @@ static int rsx_peek_msg(struct rsx_sock *s, int fd, struct rsx_hello *h)
 	int ret;
 
 	n = rsx_libc.recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	if (n < 0 && (errno == ENOTSOCK || errno == EBADF))
+		return -ENOTSOCK;	/* the number was reused: not ours */
 	if (n < 0)
 		return errno == EAGAIN || errno == EINTR ? -EAGAIN : 0;
 	if (n == 0)
@@ -492,11 +583,7 @@ static int rsx_wait_conn(struct rsx_sock *s, int fd, int want_tcp)
 	if (!c->tcp_eof)
 		events |= POLLRDHUP;
 	ret = rsx_sleep(s, fd, events);
-	if (ret < 0)
-		return ret;
-	if (!c->tcp_eof && (ret & (POLLRDHUP | POLLHUP | POLLERR)))
-		rsx_peer_closed(s);
-	return 0;
+	return ret < 0 ? ret : 0;
 }
 
 static ssize_t rsx_up_recv(struct rsx_sock *s, int fd, const struct iovec *iov,
@@ -695,6 +782,21 @@ static int rsx_is_nonblock(struct rsx_sock *s, int flags)
 	return atomic_load(&s->nonblock) || (flags & MSG_DONTWAIT);
 }
 
+/*
+ * A descriptor number that we still took for a socket turned out to be
+ * something else: the socket was closed behind our back (fclose() of an
+ * fdopen()ed socket) and the number reused.  Forget it; -ENOTSOCK tells
+ * the shim to make the real call.
+ */
+static ssize_t rsx_stale(struct rsx_sock *s, int fd)
+{
+	if (rsx_fd_peek(fd) == s) {
+		rsx_fd_clear(fd);
+		rsx_stat_inc(RSX_STAT_stale_cleared);
+	}
+	return -ENOTSOCK;
+}
+
 ssize_t rsx_sock_recv(int fd, const struct iovec *iov, int iovcnt, int flags)
 {
 	struct rsx_sock *s = rsx_fd_get(fd);
@@ -703,7 +805,8 @@ ssize_t rsx_sock_recv(int fd, const struct iovec *iov, int iovcnt, int flags)
 	ssize_t ret;
 
 	if (!s)
-		return rsx_tcp_io(fd, iov, iovcnt, 0, len, flags, 0);
+		return -ENOTSOCK;
+	rsx_call_begin(SO_RCVTIMEO);
 	nonblock = rsx_is_nonblock(s, flags);
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
@@ -717,6 +820,8 @@ ssize_t rsx_sock_recv(int fd, const struct iovec *iov, int iovcnt, int flags)
 			break;
 		ret = -EAGAIN;
 	}
+	if (ret == -ENOTSOCK)
+		ret = rsx_stale(s, fd);
 	if (ret)
 		goto out;
 	switch (s->state) {
@@ -729,6 +834,8 @@ ssize_t rsx_sock_recv(int fd, const struct iovec *iov, int iovcnt, int flags)
 	default:
 		pthread_mutex_unlock(&s->lock);
 		ret = rsx_tcp_io(fd, iov, iovcnt, 0, len, flags, 0);
+		if (ret == -ENOTSOCK || ret == -EBADF)
+			ret = rsx_stale(s, fd);
 		rsx_sock_put(s);
 		return ret;
 	}
@@ -746,7 +853,8 @@ ssize_t rsx_sock_send(int fd, const struct iovec *iov, int iovcnt, int flags)
 	ssize_t ret;
 
 	if (!s)
-		return rsx_tcp_io(fd, iov, iovcnt, 0, len, flags, 1);
+		return -ENOTSOCK;
+	rsx_call_begin(SO_SNDTIMEO);
 	nonblock = rsx_is_nonblock(s, flags);
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
@@ -758,6 +866,8 @@ ssize_t rsx_sock_send(int fd, const struct iovec *iov, int iovcnt, int flags)
 			break;
 		ret = -EAGAIN;
 	}
+	if (ret == -ENOTSOCK)
+		ret = rsx_stale(s, fd);
 	if (ret)
 		goto out;
 	switch (s->state) {
@@ -771,12 +881,16 @@ ssize_t rsx_sock_send(int fd, const struct iovec *iov, int iovcnt, int flags)
 		/* TCP, or waiting for the server's answer: bytes go on TCP */
 		if (s->state == RSX_ST_CLIENT_HELLO) {
 			ret = rsx_tcp_io(fd, iov, iovcnt, 0, len, flags, 1);
-			if (ret > 0)
+			if (ret > 0) {
 				s->conn->tx_tcp += ret;
+				rsx_stat_add(RSX_STAT_tcp_tx_bytes, ret);
+			}
 			break;
 		}
 		pthread_mutex_unlock(&s->lock);
 		ret = rsx_tcp_io(fd, iov, iovcnt, 0, len, flags, 1);
+		if (ret == -ENOTSOCK || ret == -EBADF)
+			ret = rsx_stale(s, fd);
 		rsx_sock_put(s);
 		return ret;
 	}
@@ -896,11 +1010,13 @@ void rsx_fork_child_sockets(void)
 	unsigned int fd, hw = rsx_fdtab_hiwater();
 	struct rsx_sock *s;
 
+	rsx_probe_fork_child();
 	for (fd = 0; fd < hw; fd++) {
 		s = rsx_fd_peek(fd);
 		if (!s || s->kind != RSX_SOCK_TCP)
 			continue;
 		pthread_mutex_init(&s->lock, NULL);
+		s->probe_id = NULL;	/* the parent's responder */
 		if (!s->conn)
 			continue;
 		s->conn = NULL;	/* the child's copy is left alone */

@@ -16,8 +16,8 @@ skip_all() { echo "1..0 # SKIP $*"; exit 0; }
 bail() { echo "Bail out! $*"; exit 1; }
 # check DESCRIPTION COMMAND...: one test point from a command's exit status
 check() {
-	local d=$1; shift
-	if "$@"; then ok "$d"; else not_ok "$d"; fi
+	local _desc=$1; shift
+	if "$@"; then ok "$_desc"; else not_ok "$_desc"; fi
 }
 done_testing() { echo "1..$tap_n"; exit 0; }
 

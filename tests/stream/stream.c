@@ -26,6 +26,10 @@
  *               with unread data; only the sender's check counts)
  *     -P COUNT  ping-pong COUNT times 64 bytes, print latency percentiles
  *     -T BYTES  throughput: the client writes BYTES in 1 MiB writes
+ *     -r COUNT  that many connections, one after another (default 1)
+ *     -w MS     the server waits MS ms after accept() before it reads or
+ *               writes (so the client's first bytes go out before any
+ *               answer to its HELLO can come back)
  *
  * Prints "rsx-stream: ok ..." and exits 0, or says what went wrong and
  * exits 1 (wrong data) or 2 (error).
@@ -46,7 +50,7 @@
 static uint64_t nbytes = 1 << 20, tput_bytes;
 static unsigned int maxpiece = 65536, seed = 1, pingpong;
 static int server_first, halfclose, unread, dir_c2s = 1, dir_s2c = 1;
-static int is_server;
+static int is_server, repeat = 1, accept_wait_ms;
 
 struct gen {
 	uint64_t s;
@@ -444,7 +448,7 @@ int main(int argc, char **argv)
 {
 	const char *host = NULL, *port = NULL, *bindaddr = NULL;
 	struct addrinfo *ai, *bi;
-	int opt, fd, lfd, one = 1, family = AF_UNSPEC;
+	int opt, fd, lfd = -1, one = 1, family = AF_UNSPEC;
 
 	if (argc < 2 || (strcmp(argv[1], "server") && strcmp(argv[1], "client"))) {
 		fprintf(stderr, "usage: rsx-stream server|client [options]\n");
@@ -452,7 +456,7 @@ int main(int argc, char **argv)
 	}
 	is_server = !strcmp(argv[1], "server");
 	optind = 2;
-	while ((opt = getopt(argc, argv, "c:l:p:b:n:d:M:s:fHuP:T:6")) != -1) {
+	while ((opt = getopt(argc, argv, "c:l:p:b:n:d:M:s:fHuP:T:6r:w:")) != -1) {
 		switch (opt) {
 		case 'c': host = optarg; break;
 		case 'l': host = optarg; break;
@@ -471,6 +475,8 @@ int main(int argc, char **argv)
 		case 'P': pingpong = strtoul(optarg, NULL, 0); break;
 		case 'T': tput_bytes = strtoull(optarg, NULL, 0); break;
 		case '6': family = AF_INET6; break;
+		case 'r': repeat = atoi(optarg); break;
+		case 'w': accept_wait_ms = atoi(optarg); break;
 		default: return 2;
 		}
 	}
@@ -487,24 +493,31 @@ int main(int argc, char **argv)
 			die("bind/listen");
 		printf("rsx-stream: listening\n");
 		fflush(stdout);
-		fd = accept(lfd, NULL, NULL);
-		if (fd < 0)
-			die("accept");
-		close(lfd);
-	} else {
-		fd = tcp_socket(host, port, 0, family, &ai);
-		if (fd < 0)
-			die("socket");
-		if (bindaddr) {
-			tcp_socket(bindaddr, "0", 1, ai->ai_family, &bi);
-			if (bind(fd, bi->ai_addr, bi->ai_addrlen))
-				die("bind");
-		}
-		if (connect(fd, ai->ai_addr, ai->ai_addrlen))
-			die("connect");
 	}
-	run(fd);
-	if (close(fd))
-		die("close");
+	for (; repeat > 0; repeat--) {
+		first_seen = 0;
+		if (is_server) {
+			fd = accept(lfd, NULL, NULL);
+			if (fd < 0)
+				die("accept");
+			if (accept_wait_ms)
+				usleep(accept_wait_ms * 1000);
+		} else {
+			fd = tcp_socket(host, port, 0, family, &ai);
+			if (fd < 0)
+				die("socket");
+			if (bindaddr) {
+				tcp_socket(bindaddr, "0", 1, ai->ai_family, &bi);
+				if (bind(fd, bi->ai_addr, bi->ai_addrlen))
+					die("bind");
+			}
+			if (connect(fd, ai->ai_addr, ai->ai_addrlen))
+				die("connect");
+		}
+		run(fd);
+		if (close(fd))
+			die("close");
+		fflush(stdout);
+	}
 	return 0;
 }

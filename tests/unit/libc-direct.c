@@ -14,3 +14,7 @@ struct rsx_libc rsx_libc = {
 	RSX_LIBC_FUNCS(RSX_DIRECT)
 #undef RSX_DIRECT
 };
+
+void rsx_libc_resolve(void)
+{
+}

@@ -205,7 +205,7 @@ static void test_load(void)
 	int fd;
 
 	is_int(rsx_config_load(&c, NULL, NULL, NULL, "x"), 0, "no config");
-	ok(c.valid && c.default_action == RSX_ACT_TCP, "default is tcp");
+	ok(c.valid && c.default_action == RSX_ACT_PROBE, "default is probe");
 	is_int(rsx_config_load(&c, "rdma any * *", NULL, "probe", "x"), 0,
 	       "env rules and default");
 	is_int(c.default_action, RSX_ACT_PROBE, "RSOCKX_DEFAULT=probe");

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef RSX_PROBE_H
+#define RSX_PROBE_H
+
+#include <sys/socket.h>
+
+#include "sock.h"
+
+/*
+ * Finding out, without root and without putting a byte into any TCP stream,
+ * whether the process behind a TCP port runs rsockx (DESIGN.md 2.1).
+ *
+ * Responder: every process that listens on TCP port P also listens on RDMA
+ * CM port P (port space TCP) and rejects each connection request with
+ * private data "rsockx" + version.  Prober: a client sends an RDMA CM
+ * connection request to the destination of its TCP connection, in parallel
+ * with it; a reject with that private data means "rsockx here", a reject
+ * with status 8 (invalid service ID: nothing listens) or any failure means
+ * no.  Answers are cached per destination, positive and negative, with a
+ * time to live.  One background thread per process serves the CM events of
+ * both, only once an RDMA CM device exists.
+ */
+enum rsx_probe_answer {
+	RSX_PROBE_UNKNOWN = 0,	/* asked, no answer yet (or not askable) */
+	RSX_PROBE_YES,
+	RSX_PROBE_NO,
+};
+
+int rsx_probe_lookup(const struct sockaddr *sa, socklen_t len);
+void rsx_probe_listen(struct rsx_sock *s, int fd);
+void rsx_probe_unlisten(struct rsx_sock *s);
+void rsx_probe_fork_child(void);
+
+#endif

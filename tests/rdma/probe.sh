@@ -1,0 +1,50 @@
+#!/bin/bash
+# The automatic mode (the default): no rules anywhere.  A client probes the
+# destination over the RDMA CM while its first connection runs on TCP;
+# a server that runs rsockx answers the probe, so the next connections are
+# upgraded.  A server without rsockx answers nothing of ours: every
+# connection stays TCP, and not one byte of ours reaches it.
+# vm-exclusive: yes
+# vm-timeout: 240
+. "$abs_top_srcdir/tests/lib.sh"
+. "$abs_top_srcdir/tests/vm/lib.sh"
+. "$abs_top_srcdir/tests/rdma/stream-lib.sh"
+in_vm || skip_all "runs only in the test VM (tests/vm/run.sh)"
+[ -x "$STREAM" ] || bail "$STREAM not built (make check builds it)"
+
+NOCONF="RSOCKX_CONF="
+
+s=$(rxe_snap)
+check "rsockx server: 3 connections, every byte right" \
+	stream_pair probe-yes "$NOCONF" "$NOCONF" $HOST_B $HOST_A -r 3 -n 1000000
+out=$tmpdir/probe-yes
+check "rsockx server: one probe sent, answered yes" \
+	test "$(stat_of $out.cstats probes_sent)" = 1 -a "$(stat_of $out.cstats probe_yes)" = 1
+check "rsockx server: the server answered it" \
+	test "$(stat_of $out.sstats probes_answered)" = 1
+check "rsockx server: first connection stayed TCP while asking" \
+	test "$(stat_of $out.cstats fallback_probe)" = 1
+check "rsockx server: the two later connections upgraded" \
+	test "$(stat_of $out.cstats upgraded)" = 2 -a "$(stat_of $out.sstats upgraded)" = 2
+check "rsockx server: bytes went over RDMA" \
+	test "$(stat_of $out.sstats rdma_rx_bytes)" -gt 0 -a "$(stat_of $out.cstats rdma_rx_bytes)" -gt 0
+rdma_crossed "rsockx server: rxe0 and rxe1 carried it" "$s" 10
+
+check "plain server: 3 connections, every byte right" \
+	stream_pair probe-no - "$NOCONF" $HOST_B $HOST_A -r 3 -n 500000
+out=$tmpdir/probe-no
+check "plain server: probe said no, the answer is cached" \
+	test "$(stat_of $out.cstats probes_sent)" = 1 -a "$(stat_of $out.cstats probe_no)" = 1
+check "plain server: no HELLO sent, nothing upgraded" \
+	test "$(stat_of $out.cstats hello_sent)" = 0 -a "$(stat_of $out.cstats upgraded)" = 0
+check "plain server: all three stayed TCP" \
+	test "$(stat_of $out.cstats fallback_probe)" = 3
+
+# a server whose rules keep its connections on TCP does not even answer
+printf 'tcp accept * *\n' >"$tmpdir/deny.conf"
+check "server with a tcp rule: every byte right" \
+	stream_pair probe-deny "RSOCKX_CONF=$tmpdir/deny.conf" "$NOCONF" $HOST_B $HOST_A -r 2 -n 200000
+out=$tmpdir/probe-deny
+check "server with a tcp rule: no probe answered, nothing upgraded" \
+	test "$(stat_of $out.sstats probes_answered)" = 0 -a "$(stat_of $out.cstats upgraded)" = 0
+done_testing

@@ -1,0 +1,71 @@
+# Helpers for the upgrade tests: rsx-stream pairs between hosts A and B.
+# Source after tests/lib.sh and tests/vm/lib.sh.
+STREAM=${STREAM:-$abs_top_builddir/tests/stream/rsx-stream}
+
+# stat_of FILE NAME: the summed value of counter NAME in a stats file
+# (RSOCKX_STATS_FILE lines of one or more processes).
+stat_of() {
+	grep -o " $2=[0-9]*" "$1" 2>/dev/null | awk -F= '{s += $2} END {print s + 0}'
+}
+
+# stream_pair LABEL SRV_ENV CLI_ENV SADDR BIND ARGS...
+# One rsx-stream server (host B side, address SADDR) and client (bound to
+# BIND unless empty), each under the library with the given extra
+# environment ("-" for no library at all).  Every byte is checked by
+# rsx-stream itself; counters land in $tmpdir/LABEL.{s,c}stats.
+# STREAM_CONNECT: the address the client connects to (default SADDR);
+# STREAM_SERVER_ARGS: extra arguments of the server only.
+stream_pair() {
+	local label=$1 senv=$2 cenv=$3 saddr=$4 bind=$5 port spid rc=0
+	local out=$tmpdir/$label
+	shift 5
+	port=$(vm_port)
+	rm -f "$out.sstats" "$out.cstats"
+	# shellcheck disable=SC2086
+	stream_run "$senv" "$out.sstats" "$STREAM" server -l "$saddr" -p "$port" "$@" \
+		${STREAM_SERVER_ARGS:-} >"$out.server" 2>&1 &
+	spid=$!
+	if ! wait_listen "$port"; then
+		echo "stream_pair $label: server did not start" >&2
+		kill $spid 2>/dev/null
+		return 1
+	fi
+	stream_run "$cenv" "$out.cstats" "$STREAM" client -c "${STREAM_CONNECT:-$saddr}" \
+		${bind:+-b "$bind"} -p "$port" "$@" >"$out.client" 2>&1 || rc=1
+	reap $spid 60 || rc=1
+	sed "s/^/  $label: /" "$out.server" "$out.client" >&2
+	[ $rc = 0 ] && grep -q "rsx-stream: ok" "$out.client" &&
+		grep -q "rsx-stream: ok" "$out.server"
+}
+
+# stream_run ENV STATSFILE CMD...: CMD under the library with ENV (words of
+# VAR=value), or without it when ENV is "-".  Bounded in time.
+stream_run() {
+	local envs=$1 stats=$2
+	shift 2
+	if [ "$envs" = - ]; then
+		timeout 120 "$@"
+	else
+		# shellcheck disable=SC2086
+		timeout 120 env LD_PRELOAD="$RSOCKX_PRELOAD" \
+			RSOCKX_STATS_FILE="$stats" $envs "$@"
+	fi
+}
+
+# upgraded LABEL: both ends counted an upgrade and moved bytes over RDMA.
+upgraded() {
+	local out=$tmpdir/$1
+	[ "$(stat_of "$out.sstats" upgraded)" -ge 1 ] &&
+		[ "$(stat_of "$out.cstats" upgraded)" -ge 1 ] &&
+		[ $(($(stat_of "$out.sstats" rdma_rx_bytes) +
+		     $(stat_of "$out.cstats" rdma_rx_bytes))) -gt 0 ]
+}
+
+# stayed_tcp LABEL: no end upgraded, no byte over RDMA.
+stayed_tcp() {
+	local out=$tmpdir/$1
+	[ "$(stat_of "$out.sstats" upgraded)" = 0 ] &&
+		[ "$(stat_of "$out.cstats" upgraded)" = 0 ] &&
+		[ "$(stat_of "$out.sstats" rdma_rx_bytes)" = 0 ] &&
+		[ "$(stat_of "$out.cstats" rdma_rx_bytes)" = 0 ]
+}

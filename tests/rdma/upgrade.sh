@@ -1,0 +1,73 @@
+#!/bin/bash
+# The upgrade (issue 4): streams between A and B under librsockx with rules
+# that say the server runs rsockx.  rsx-stream checks every byte of random
+# sizes and random read/write calls in both directions at once; each case
+# also checks the path taken: rsockx's counters (upgraded, bytes over RDMA)
+# and the rxe device counters.
+# vm-exclusive: yes
+# vm-timeout: 600
+. "$abs_top_srcdir/tests/lib.sh"
+. "$abs_top_srcdir/tests/vm/lib.sh"
+. "$abs_top_srcdir/tests/rdma/stream-lib.sh"
+in_vm || skip_all "runs only in the test VM (tests/vm/run.sh)"
+[ -x "$STREAM" ] || bail "$STREAM not built (make check builds it)"
+
+# env words cannot hold spaces: the rules go through a file
+printf 'rdma connect * *\n' >"$tmpdir/rdma.conf"
+CLI="RSOCKX_CONF=$tmpdir/rdma.conf"
+SRV="RSOCKX_CONF="
+
+# case LABEL EXPECT(up|tcp) SRV_ENV CLI_ENV SADDR BIND ARGS...
+# The client binds to A, so RDMA traffic must cross the veth: both devices
+# send and receive.
+case_() {
+	local label=$1 expect=$2 s
+	shift 2
+	s=$(rxe_snap)
+	check "$label: every byte right" stream_pair "$label" "$@"
+	if [ "$expect" = up ]; then
+		check "$label: both ends upgraded, bytes over RDMA" upgraded "$label"
+		rdma_crossed "$label: rxe0 and rxe1 carried it" "$s" 10
+	else
+		check "$label: stayed TCP" stayed_tcp "$label"
+	fi
+}
+
+case_ both-ipv4 up "$SRV" "$CLI" $HOST_B $HOST_A -n 4000000
+case_ both-ipv6 up "$SRV" "$CLI" $HOST_B6 $HOST_A6 -6 -n 2000000
+# a wildcard IPv6 listener accepts an IPv4 client (IPv4-mapped addresses)
+STREAM_CONNECT=$HOST_B STREAM_SERVER_ARGS=-6 \
+	case_ v4mapped-wildcard up "$SRV" "$CLI" :: $HOST_A -n 1000000
+STREAM_CONNECT=$HOST_B case_ v4-wildcard up "$SRV" "$CLI" 0.0.0.0 $HOST_A -n 1000000
+case_ c2s up "$SRV" "$CLI" $HOST_B $HOST_A -d c2s -n 3000000
+case_ s2c up "$SRV" "$CLI" $HOST_B $HOST_A -d s2c -n 3000000
+case_ halfclose up "$SRV" "$CLI" $HOST_B $HOST_A -H -n 20000000 -M 262144
+case_ unread up "$SRV" "$CLI" $HOST_B $HOST_A -u -n 1000000
+case_ tiny-pieces up "$SRV" "$CLI" $HOST_B $HOST_A -M 1 -n 30000
+case_ 64MiB-pieces up "$SRV" "$CLI" $HOST_B $HOST_A -d c2s -M 67108864 -n 67108864
+case_ ring-wraps up "$SRV RSOCKX_RING_SIZE=4k" "$CLI RSOCKX_RING_SIZE=4k" \
+	$HOST_B $HOST_A -n 4000000 -M 5000
+# Application data in flight when the cut-over comes, both ways: the
+# server reads nothing for 300 ms, so the client's first bytes go over TCP
+# before the ACK; the server sends over TCP until the client's CUTOVER.
+case_ cutover-in-flight up "$SRV" "$CLI" $HOST_B $HOST_A -n 4000000 -w 300
+out=$tmpdir/cutover-in-flight
+check "cut-over mid-stream: client sent on TCP, then RDMA" \
+	test "$(stat_of $out.cstats tcp_tx_bytes)" -gt 0 -a "$(stat_of $out.sstats rdma_rx_bytes)" -gt 0
+check "cut-over mid-stream: server sent on TCP, then RDMA" \
+	test "$(stat_of $out.sstats tcp_tx_bytes)" -gt 0 -a "$(stat_of $out.cstats rdma_rx_bytes)" -gt 0
+
+case_ server-speaks-first tcp "$SRV" "$CLI" $HOST_B $HOST_A -f
+case_ rules-say-tcp tcp "$SRV" "RSOCKX_CONF=" $HOST_B $HOST_A -n 500000
+case_ plain-client tcp "$SRV" - $HOST_B $HOST_A -n 500000
+printf 'tcp accept * *\n' >"$tmpdir/deny.conf"
+case_ server-nak tcp "RSOCKX_CONF=$tmpdir/deny.conf" "$CLI" $HOST_B $HOST_A -n 500000
+check "server-nak: the client got a NAK" \
+	test "$(stat_of $tmpdir/server-nak.cstats nak_received)" = 1
+
+# unbound client: B to B, which rxe1 serves as loopback
+s=$(rxe_snap)
+check "B to B: every byte right" stream_pair b2b "$SRV" "$CLI" $HOST_B "" -n 2000000
+check "B to B: upgraded" upgraded b2b
+rdma_only_dev "B to B: only rxe1 moved (loopback in one device)" "$s" rxe1
+done_testing
