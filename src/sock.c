@@ -2,11 +2,13 @@
 #include <errno.h>
 
 #include "conn.h"
+#include "fdtab.h"
 #include "pool.h"
 #include "probe.h"
 #include "sock.h"
 
 static struct rsx_pool rsx_sock_pool;
+_Atomic int rsx_engine_socks;
 
 int rsx_sock_pool_init(uint32_t max)
 {
@@ -24,6 +26,7 @@ struct rsx_sock *rsx_sock_new(int kind, int family, int role)
 	atomic_store(&s->role, role);
 	atomic_store(&s->mode, 0);
 	atomic_store(&s->nonblock, 0);
+	atomic_store(&s->evented, 0);
 	s->state = RSX_ST_TCP;
 	s->action = 0;
 	s->rd_shut = 0;
@@ -62,6 +65,8 @@ void rsx_sock_put(struct rsx_sock *s)
 		rsx_conn_destroy(s->conn);
 		s->conn = NULL;
 	}
+	if (atomic_exchange(&s->mode, 0))
+		atomic_fetch_sub(&rsx_engine_socks, 1);
 	rsx_probe_unlisten(s);
 	rsx_pool_put(&rsx_sock_pool, s);
 }
@@ -73,6 +78,22 @@ uint32_t rsx_sock_inuse(void)
 
 void rsx_sock_set_state(struct rsx_sock *s, int state)
 {
+	uint8_t mode = state != RSX_ST_TCP;
+
 	s->state = state;
-	atomic_store(&s->mode, state != RSX_ST_TCP);
+	if (atomic_exchange(&s->mode, mode) != mode)
+		atomic_fetch_add(&rsx_engine_socks, mode ? 1 : -1);
+}
+
+/*
+ * The program waits for this socket with poll, select or epoll.  Until the
+ * engine reports ring data to those (issue 5), such a socket must not be
+ * upgraded: it would wait forever for data that has arrived.
+ */
+void rsx_mark_evented(int fd)
+{
+	struct rsx_sock *s = rsx_fd_peek(fd);
+
+	if (s && s->kind == RSX_SOCK_TCP && atomic_load(&s->mode))
+		atomic_store(&s->evented, 1);
 }

@@ -53,6 +53,7 @@ struct rsx_sock {
 	uint8_t state;		/* enum rsx_state, under lock */
 	_Atomic uint8_t nonblock; /* O_NONBLOCK of the open file description */
 	uint8_t action;		/* enum rsx_action for connect() */
+	_Atomic uint8_t evented; /* seen in poll/select/epoll_ctl */
 	uint8_t rd_shut;
 	uint8_t wr_shut;
 	int64_t partial_since;	/* ms: a HELLO prefix seen, rest not yet */
@@ -62,6 +63,11 @@ struct rsx_sock {
 };
 
 void rsx_sock_set_state(struct rsx_sock *s, int state);
+void rsx_mark_evented(int fd);
+
+/* Sockets in the engine's hands (mode 1): while there are none, the
+ * readiness wrappers need not look at their descriptors at all. */
+extern _Atomic int rsx_engine_socks;
 
 int rsx_sock_pool_init(uint32_t max);
 struct rsx_sock *rsx_sock_new(int kind, int family, int role);

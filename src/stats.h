@@ -34,6 +34,7 @@
 	X(fallback_nak)		/* ... peer said NAK */			\
 	X(fallback_qp)		/* ... QP would not reach RTS */	\
 	X(fallback_fork)	/* upgraded socket used in a fork child */ \
+	X(fallback_evented)	/* program waits on it with poll/epoll */ \
 	X(rdma_tx_bytes)	/* application bytes sent over RDMA */	\
 	X(rdma_rx_bytes)	/* ... received over RDMA */		\
 	X(tcp_tx_bytes)		/* bytes of negotiating sockets sent on TCP */ \

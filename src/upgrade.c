@@ -307,6 +307,10 @@ static int rsx_client_start(struct rsx_sock *s, int fd, int nonblock)
 	struct rsx_hello h;
 	int ret;
 
+	if (atomic_load(&s->evented)) {
+		rsx_to_tcp(s, RSX_STAT_fallback_evented);
+		return 0;
+	}
 	if (!s->conn) {
 		if (rsx_local_addr(fd, &ss) || rsx_dev_find((void *)&ss, &dev)) {
 			rsx_dbg("fd %d: no RDMA device for the local address",
@@ -405,6 +409,12 @@ static int rsx_client_answer(struct rsx_sock *s, int fd)
 		return 0;
 	}
 	rsx_stat_inc(RSX_STAT_ack_received);
+	if (atomic_load(&s->evented)) {
+		/* no CUTOVER: the server waits for it and stays TCP too */
+		rsx_dbg("fd %d: polled by the program: stays TCP", fd);
+		rsx_to_tcp(s, RSX_STAT_fallback_evented);
+		return 0;
+	}
 	if (s->wr_shut) {
 		/* our TCP side is closed: no cut-over, the server stays TCP */
 		rsx_to_tcp(s, RSX_STAT_fallback_qp);
@@ -449,6 +459,10 @@ static void rsx_server_answer(struct rsx_sock *s, int fd,
 		reason = RSX_NAK_INTERNAL;
 		goto nak;
 	}
+	if (atomic_load(&s->evented)) {
+		reason = RSX_NAK_EVENTED;
+		goto nak;
+	}
 	/* a HELLO proves the client runs rsockx: only a tcp rule says no */
 	if (!rsx_config.valid ||
 	    rsx_rules_match(&rsx_config.rules, RSX_DIR_ACCEPT,
@@ -485,6 +499,7 @@ static void rsx_server_answer(struct rsx_sock *s, int fd,
 nak:
 	rsx_to_tcp(s, reason == RSX_NAK_RULES ? RSX_STAT_fallback_rules :
 		   reason == RSX_NAK_NODEV ? RSX_STAT_fallback_nodev :
+		   reason == RSX_NAK_EVENTED ? RSX_STAT_fallback_evented :
 		   RSX_STAT_fallback_resources);
 	rsx_server_nak(fd, hello->nonce, reason);
 }

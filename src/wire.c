@@ -122,6 +122,7 @@ const char *rsx_nak_str(int reason)
 		[RSX_NAK_RESOURCES] = "server out of RDMA resources",
 		[RSX_NAK_VERSION] = "server speaks another version",
 		[RSX_NAK_INTERNAL] = "server internal error",
+		[RSX_NAK_EVENTED] = "server program waits with poll/select/epoll",
 	};
 
 	return reason >= 0 && reason < RSX_NAK_MAX ? s[reason] : "unknown";

@@ -40,7 +40,9 @@ STREAM_CONNECT=$HOST_B STREAM_SERVER_ARGS=-6 \
 	case_ v4mapped-wildcard up "$SRV" "$CLI" :: $HOST_A -n 1000000
 STREAM_CONNECT=$HOST_B case_ v4-wildcard up "$SRV" "$CLI" 0.0.0.0 $HOST_A -n 1000000
 case_ c2s up "$SRV" "$CLI" $HOST_B $HOST_A -d c2s -n 3000000
-case_ s2c up "$SRV" "$CLI" $HOST_B $HOST_A -d s2c -n 3000000
+# the server only sends: it waits a little after accept() for the HELLO
+# (otherwise it speaks first and stays TCP, server-speaks-first below)
+case_ s2c up "$SRV" "$CLI" $HOST_B $HOST_A -d s2c -n 3000000 -w 200
 case_ halfclose up "$SRV" "$CLI" $HOST_B $HOST_A -H -n 20000000 -M 262144
 case_ unread up "$SRV" "$CLI" $HOST_B $HOST_A -u -n 1000000
 case_ tiny-pieces up "$SRV" "$CLI" $HOST_B $HOST_A -M 1 -n 30000
