@@ -40,7 +40,7 @@ static void rsx_init_tunables(void)
 	struct rsx_config *c = &rsx_config;
 
 	c->ring_size = 256 * 1024;
-	c->spin_us = 0;
+	c->spin_us = 100;
 	c->linger_ms = 5000;
 	c->hello_wait_ms = 200;
 	c->hello_grace_ms = 5;

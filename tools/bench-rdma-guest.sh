@@ -24,9 +24,16 @@ run_mode() {
 	rsockx) pre=$RSOCKX_PRELOAD ;;
 	rspreload) pre=$RSPRELOAD ;;
 	esac
+	rm -f "$tmpdir/srv"
 	env ${pre:+LD_PRELOAD=$pre} RSOCKX_CONF= timeout 120 \
 		"$STREAM" server -l "$HOST_B" -p "$port" "$@" >"$tmpdir/srv" 2>&1 &
-	wait_listen "$port" || { echo "$mode: no server" >&2; return 1; }
+	# librspreload's listener is an rsocket, invisible in /proc/net/tcp:
+	# wait for the server's own word
+	for i in $(seq 200); do
+		grep -q listening "$tmpdir/srv" 2>/dev/null && break
+		sleep 0.05
+	done
+	grep -q listening "$tmpdir/srv" || { echo "$mode: no server" >&2; return 1; }
 	env ${pre:+LD_PRELOAD=$pre} RSOCKX_CONF="$tmpdir/rdma.conf" timeout 120 \
 		"$STREAM" client -c "$HOST_B" -b "$HOST_A" -p "$port" "$@" 2>&1
 	wait
