@@ -49,6 +49,22 @@ static inline long rsx_ret(long ret)
 }
 
 /*
+ * The whole fast path of the hot wrappers (io.c): nothing to trace, and the
+ * descriptor is not in the engine's hands.  Everything else goes to a cold,
+ * out-of-line function, so that the fast path needs no stack frame and ends
+ * in a tail jump to libc.
+ */
+static inline int rsx_slow(int fd)
+{
+	struct rsx_sock *s;
+
+	if (unlikely(rsx_log_level >= RSX_LOG_TRACE))
+		return 1;
+	s = rsx_fd_peek(fd);
+	return s && atomic_load_explicit(&s->mode, memory_order_relaxed);
+}
+
+/*
  * Does this call belong to the engine?  Only for sockets that are being
  * negotiated or are upgraded; everything else (other descriptors, plain TCP
  * connections) costs one bounds check, one load and one test.
