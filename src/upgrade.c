@@ -812,7 +812,13 @@ static ssize_t rsx_stale(struct rsx_sock *s, int fd)
 	return -ENOTSOCK;
 }
 
-ssize_t rsx_sock_recv(int fd, const struct iovec *iov, int iovcnt, int flags)
+/*
+ * recv and send of a socket in the engine's hands: negotiate as far as
+ * possible (a blocking call waits for the peer's first bytes, or for a
+ * connect() in progress), then do the I/O the state calls for.
+ */
+static ssize_t rsx_sock_io(int fd, const struct iovec *iov, int iovcnt,
+			   int flags, int send)
 {
 	struct rsx_sock *s = rsx_fd_get(fd);
 	size_t len = rsx_iov_len(iov, iovcnt);
@@ -821,17 +827,16 @@ ssize_t rsx_sock_recv(int fd, const struct iovec *iov, int iovcnt, int flags)
 
 	if (!s)
 		return -ENOTSOCK;
-	rsx_call_begin(SO_RCVTIMEO);
+	rsx_call_begin(send ? SO_SNDTIMEO : SO_RCVTIMEO);
 	nonblock = rsx_is_nonblock(s, flags);
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
-		ret = rsx_negotiate(s, fd, 1, nonblock);
+		ret = rsx_negotiate(s, fd, !send, nonblock);
 		if (ret != -EAGAIN || nonblock)
 			break;
-		/* blocking reader: wait for the peer's first bytes */
-		if (s->partial_since)
+		if (!send && s->partial_since)
 			usleep(1000);	/* a message's start is in: its rest is due */
-		else if ((ret = rsx_sleep(s, fd, POLLIN)) < 0)
+		else if ((ret = rsx_sleep(s, fd, send ? POLLOUT : POLLIN)) < 0)
 			break;
 		ret = -EAGAIN;
 	}
@@ -841,14 +846,26 @@ ssize_t rsx_sock_recv(int fd, const struct iovec *iov, int iovcnt, int flags)
 		goto out;
 	switch (s->state) {
 	case RSX_ST_UPGRADED:
-		ret = rsx_up_recv(s, fd, iov, iovcnt, len, flags, nonblock);
+		ret = send ? rsx_up_send(s, fd, iov, iovcnt, len, flags, nonblock) :
+			     rsx_up_recv(s, fd, iov, iovcnt, len, flags, nonblock);
 		break;
 	case RSX_ST_FORKED:
 		ret = -EIO;
 		break;
+	case RSX_ST_CLIENT_HELLO:
+		if (send) {
+			/* the answer is out: bytes go on TCP, counted */
+			ret = rsx_tcp_io(fd, iov, iovcnt, 0, len, flags, 1);
+			if (ret > 0) {
+				s->conn->tx_tcp += ret;
+				rsx_stat_add(RSX_STAT_tcp_tx_bytes, ret);
+			}
+			break;
+		}
+		/* fall through */
 	default:
 		pthread_mutex_unlock(&s->lock);
-		ret = rsx_tcp_io(fd, iov, iovcnt, 0, len, flags, 0);
+		ret = rsx_tcp_io(fd, iov, iovcnt, 0, len, flags, send);
 		if (ret == -ENOTSOCK || ret == -EBADF)
 			ret = rsx_stale(s, fd);
 		rsx_sock_put(s);
@@ -860,59 +877,14 @@ out:
 	return ret;
 }
 
+ssize_t rsx_sock_recv(int fd, const struct iovec *iov, int iovcnt, int flags)
+{
+	return rsx_sock_io(fd, iov, iovcnt, flags, 0);
+}
+
 ssize_t rsx_sock_send(int fd, const struct iovec *iov, int iovcnt, int flags)
 {
-	struct rsx_sock *s = rsx_fd_get(fd);
-	size_t len = rsx_iov_len(iov, iovcnt);
-	int nonblock;
-	ssize_t ret;
-
-	if (!s)
-		return -ENOTSOCK;
-	rsx_call_begin(SO_SNDTIMEO);
-	nonblock = rsx_is_nonblock(s, flags);
-	pthread_mutex_lock(&s->lock);
-	for (;;) {
-		ret = rsx_negotiate(s, fd, 0, nonblock);
-		if (ret != -EAGAIN || nonblock)
-			break;
-		/* HELLO could not go out yet: connect() still in progress */
-		if ((ret = rsx_sleep(s, fd, POLLOUT)) < 0)
-			break;
-		ret = -EAGAIN;
-	}
-	if (ret == -ENOTSOCK)
-		ret = rsx_stale(s, fd);
-	if (ret)
-		goto out;
-	switch (s->state) {
-	case RSX_ST_UPGRADED:
-		ret = rsx_up_send(s, fd, iov, iovcnt, len, flags, nonblock);
-		break;
-	case RSX_ST_FORKED:
-		ret = -EIO;
-		break;
-	default:
-		/* TCP, or waiting for the server's answer: bytes go on TCP */
-		if (s->state == RSX_ST_CLIENT_HELLO) {
-			ret = rsx_tcp_io(fd, iov, iovcnt, 0, len, flags, 1);
-			if (ret > 0) {
-				s->conn->tx_tcp += ret;
-				rsx_stat_add(RSX_STAT_tcp_tx_bytes, ret);
-			}
-			break;
-		}
-		pthread_mutex_unlock(&s->lock);
-		ret = rsx_tcp_io(fd, iov, iovcnt, 0, len, flags, 1);
-		if (ret == -ENOTSOCK || ret == -EBADF)
-			ret = rsx_stale(s, fd);
-		rsx_sock_put(s);
-		return ret;
-	}
-out:
-	pthread_mutex_unlock(&s->lock);
-	rsx_sock_put(s);
-	return ret;
+	return rsx_sock_io(fd, iov, iovcnt, flags, 1);
 }
 
 /*
