@@ -1,5 +1,9 @@
 // SPDX-License-Identifier: MIT
 /* Processes: fork, vfork (see vfork.S), daemon, exec, spawn. */
+#include <alloca.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
 #include "shim.h"
 #include "track.h"
 #include "upgrade.h"
@@ -53,13 +57,134 @@ void *rsx_vfork_prepare(void)
 	return (void *)RSX_REAL(vfork);
 }
 
+/*
+ * The exec family.  glibc's execv, execvp, execl... call execve()
+ * internally, past our wrapper, so each is wrapped: every one hands the
+ * sockets that may still receive a HELLO to the new program (see
+ * rsx_exec_env()) through its environment.
+ */
+static char **rsx_exec_prepare(char *const envp[])
+{
+	if (rsx_guarded())
+		return NULL;
+	rsx_on_exec();
+	return rsx_exec_env(envp);
+}
+
+static int rsx_exec_done(char **env, int ret)
+{
+	RSX_KEEP_ERRNO(free(env));	/* only when the exec failed */
+	return ret;
+}
+
 RSX_EXPORT int execve(const char *path, char *const argv[],
 		      char *const envp[])
 {
+	char **env;
+
 	rsx_trace_call("execve", -1);
-	if (!rsx_guarded())
-		RSX_KEEP_ERRNO(rsx_on_exec());
-	return RSX_REAL(execve)(path, argv, envp);
+	env = rsx_exec_prepare(envp);
+	return rsx_exec_done(env, RSX_REAL(execve)(path, argv,
+						   env ? env : envp));
+}
+
+RSX_EXPORT int execv(const char *path, char *const argv[])
+{
+	char **env;
+
+	rsx_trace_call("execv", -1);
+	env = rsx_exec_prepare(environ);
+	if (!env)
+		return RSX_REAL(execv)(path, argv);
+	return rsx_exec_done(env, RSX_REAL(execve)(path, argv, env));
+}
+
+RSX_EXPORT int execvpe(const char *file, char *const argv[],
+		       char *const envp[])
+{
+	char **env;
+
+	rsx_trace_call("execvpe", -1);
+	env = rsx_exec_prepare(envp);
+	return rsx_exec_done(env, RSX_REAL(execvpe)(file, argv,
+						    env ? env : envp));
+}
+
+RSX_EXPORT int execvp(const char *file, char *const argv[])
+{
+	char **env;
+
+	rsx_trace_call("execvp", -1);
+	env = rsx_exec_prepare(environ);
+	if (!env)
+		return RSX_REAL(execvp)(file, argv);
+	return rsx_exec_done(env, RSX_REAL(execvpe)(file, argv, env));
+}
+
+RSX_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	char **env;
+
+	rsx_trace_call("fexecve", fd);
+	env = rsx_exec_prepare(envp);
+	return rsx_exec_done(env, RSX_REAL(fexecve)(fd, argv,
+						    env ? env : envp));
+}
+
+/*
+ * execl, execlp, execle: the arguments up to the NULL into an array (on
+ * the stack: the exec replaces it), then as execv, execvp, execve.
+ */
+#define RSX_EXECL_ARGV(argv, arg0, ap)					\
+	do {								\
+		size_t n_ = 1;						\
+		va_list c_;						\
+									\
+		va_copy(c_, ap);					\
+		while (va_arg(c_, char *))				\
+			n_++;						\
+		va_end(c_);						\
+		argv = alloca((n_ + 1) * sizeof(char *));		\
+		argv[0] = (char *)(arg0);				\
+		for (size_t i_ = 1; i_ <= n_; i_++)			\
+			argv[i_] = va_arg(ap, char *);			\
+	} while (0)
+
+RSX_EXPORT int execl(const char *path, const char *arg, ...)
+{
+	char **argv;
+	va_list ap;
+
+	rsx_trace_call("execl", -1);
+	va_start(ap, arg);
+	RSX_EXECL_ARGV(argv, arg, ap);
+	va_end(ap);
+	return execv(path, argv);
+}
+
+RSX_EXPORT int execlp(const char *file, const char *arg, ...)
+{
+	char **argv;
+	va_list ap;
+
+	rsx_trace_call("execlp", -1);
+	va_start(ap, arg);
+	RSX_EXECL_ARGV(argv, arg, ap);
+	va_end(ap);
+	return execvp(file, argv);
+}
+
+RSX_EXPORT int execle(const char *path, const char *arg, ...)
+{
+	char **argv, **envp;
+	va_list ap;
+
+	rsx_trace_call("execle", -1);
+	va_start(ap, arg);
+	RSX_EXECL_ARGV(argv, arg, ap);
+	envp = va_arg(ap, char **);	/* after the NULL */
+	va_end(ap);
+	return execve(path, argv, envp);
 }
 
 RSX_EXPORT int posix_spawn(pid_t *pid, const char *path,
@@ -67,8 +192,12 @@ RSX_EXPORT int posix_spawn(pid_t *pid, const char *path,
 			   const posix_spawnattr_t *attr, char *const argv[],
 			   char *const envp[])
 {
+	char **env;
+
 	rsx_trace_call("posix_spawn", -1);
-	return RSX_REAL(posix_spawn)(pid, path, fa, attr, argv, envp);
+	env = rsx_exec_prepare(envp);
+	return rsx_exec_done(env, RSX_REAL(posix_spawn)(pid, path, fa, attr,
+							argv, env ? env : envp));
 }
 
 /*

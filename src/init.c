@@ -10,6 +10,7 @@
 #include "libc.h"
 #include "log.h"
 #include "stats.h"
+#include "track.h"
 
 _Atomic int rsx_init_state;	/* 0: not yet, 1: running, 2: done */
 static const char *rsx_stats_file;
@@ -104,6 +105,11 @@ static void rsx_init_env(void)
 	}
 	rsx_dbg("initialised: %u rules, default action %d", rsx_config.rules.n,
 		rsx_config.default_action);
+	s = secure_getenv("RSOCKX_INHERIT");
+	if (s) {
+		rsx_adopt_inherited(s);
+		unsetenv("RSOCKX_INHERIT");	/* our exec wrappers set it anew */
+	}
 }
 
 int rsx_init_slow(void)

@@ -59,7 +59,8 @@ int __fxstat64(int ver, int fd, struct stat64 *buf);
 	X(fstat, NULL) X(fstat64, NULL) \
 	X(__fxstat, "GLIBC_2.2.5") X(__fxstat64, "GLIBC_2.2.5") \
 	X(fork, NULL) X(vfork, NULL) X(_Fork, NULL) X(daemon, NULL) \
-	X(execve, NULL) X(posix_spawn, NULL) X(_exit, NULL) X(_Exit, NULL) \
+	X(execve, NULL) X(execv, NULL) X(execvp, NULL) X(execvpe, NULL) \
+	X(fexecve, NULL) X(posix_spawn, NULL) X(_exit, NULL) X(_Exit, NULL) \
 	X(__read_chk, NULL) X(__recv_chk, NULL) X(__recvfrom_chk, NULL) \
 	X(__poll_chk, NULL) X(__ppoll_chk, NULL)
 

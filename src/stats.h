@@ -22,6 +22,8 @@
 	X(private_close_refused) /* program tried to close an fd of ours */ \
 	X(forks)		/* fork children seen */		\
 	X(execs)		/* execve() calls seen */		\
+	X(exec_handed)		/* sockets handed to a new program */	\
+	X(exec_lost)		/* upgraded sockets a new program inherits */ \
 	X(config_errors)	/* invalid configuration: nothing upgrades */ \
 	X(hello_sent)		/* client: HELLO written to TCP */	\
 	X(hello_received)	/* server: HELLO taken off TCP */	\

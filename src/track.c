@@ -10,6 +10,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <netinet/in.h>
 
 #include "config.h"
@@ -309,4 +313,127 @@ void rsx_on_fork_child(void)
 void rsx_on_exec(void)
 {
 	rsx_stat_inc(RSX_STAT_execs);
+}
+
+/*
+ * Across execve() our state is gone, the descriptors are not.  A socket
+ * whose first bytes nobody has looked at yet (accepted, then fork and exec
+ * of the service: the inetd pattern) may still receive a client's HELLO,
+ * which the new program must never see.  Such sockets are named to the new
+ * program's rsockx in RSOCKX_INHERIT=fd,fd,...; it takes a HELLO out and
+ * keeps the connection on TCP (rsx_adopt_inherited()).
+ *
+ * Returns a copy of envp with that variable set (or removed when there is
+ * nothing to hand over), or NULL to leave envp alone.  Runs only on the
+ * way to execve(), which does not come back on success.
+ */
+#define RSX_INHERIT "RSOCKX_INHERIT="
+#define RSX_INHERIT_MAX 64
+
+char **rsx_exec_env(char *const envp[])
+{
+	unsigned int fd, hw = rsx_fdtab_hiwater();
+	char list[sizeof(RSX_INHERIT) + RSX_INHERIT_MAX * 11];
+	size_t len = strlen(RSX_INHERIT), n = 0, i, j = 0;
+	int found = 0, flags, had = 0;
+	struct rsx_sock *s;
+	char **env;
+
+	memcpy(list, RSX_INHERIT, len + 1);
+	for (fd = 0; fd < hw && found < RSX_INHERIT_MAX; fd++) {
+		s = rsx_fd_peek(fd);
+		if (!s || s->kind != RSX_SOCK_TCP)
+			continue;
+		flags = rsx_libc.fcntl(fd, F_GETFD);
+		if (flags < 0 || (flags & FD_CLOEXEC))
+			continue;
+		if (s->state == RSX_ST_UPGRADED || s->state == RSX_ST_FORKED) {
+			rsx_warn("fd %d: upgraded connection passed to a new "
+				 "program, which cannot use it", fd);
+			rsx_stat_inc(RSX_STAT_exec_lost);
+			continue;
+		}
+		if (s->state != RSX_ST_SERVER_NEW &&
+		    s->state != RSX_ST_SERVER_STRIP)
+			continue;
+		len += snprintf(list + len, sizeof(list) - len, "%s%u",
+				found ? "," : "", fd);
+		found++;
+	}
+	for (n = 0; envp && envp[n]; n++)
+		had |= !strncmp(envp[n], RSX_INHERIT, strlen(RSX_INHERIT));
+	if (!found && !had)
+		return NULL;
+	env = malloc((n + 2) * sizeof(*env) + (found ? len + 1 : 0));
+	if (!env)
+		return NULL;
+	for (i = 0; i < n; i++)
+		if (strncmp(envp[i], RSX_INHERIT, strlen(RSX_INHERIT)))
+			env[j++] = envp[i];
+	if (found) {
+		env[j] = (char *)(env + n + 2);
+		memcpy(env[j++], list, len + 1);
+		rsx_stat_add(RSX_STAT_exec_handed, found);
+	}
+	env[j] = NULL;
+	return env;
+}
+
+/* The socket fd really is a TCP socket: its inode, or 0. */
+static unsigned long rsx_tcp_ino(int fd)
+{
+	int type = 0, dom = 0, proto = 0;
+	socklen_t len = sizeof(int);
+	struct stat st;
+
+	if (rsx_libc.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) ||
+	    rsx_libc.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &len) ||
+	    rsx_libc.getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &len) ||
+	    type != SOCK_STREAM || (dom != AF_INET && dom != AF_INET6) ||
+	    proto != IPPROTO_TCP || rsx_libc.fstat(fd, &st))
+		return 0;
+	return st.st_ino;
+}
+
+/*
+ * Called once at start with RSOCKX_INHERIT: those descriptors become
+ * tracked sockets in the "drop a HELLO" state; descriptors of one socket
+ * (dup2 onto 0 and 1) share one object.  Anything that does not check out
+ * is ignored.
+ */
+void rsx_adopt_inherited(const char *list)
+{
+	unsigned long ino[RSX_INHERIT_MAX];
+	int fds[RSX_INHERIT_MAX], n = 0, i, fd;
+	struct rsx_sock *s;
+	const char *p = list;
+	char *end;
+
+	if (rsx_fdtab_ready())
+		return;
+	while (*p && n < RSX_INHERIT_MAX) {
+		fd = strtol(p, &end, 10);
+		if (end == p || fd < 0)
+			return;
+		p = *end == ',' ? end + 1 : end;
+		fds[n] = fd;
+		ino[n] = rsx_tcp_ino(fd);
+		if (!ino[n])
+			continue;
+		for (i = 0; i < n; i++)
+			if (ino[i] == ino[n] && rsx_fd_peek(fds[i]))
+				break;
+		if (i < n) {
+			rsx_on_dup(fds[i], fd);
+		} else {
+			s = rsx_sock_new(RSX_SOCK_TCP, AF_INET,
+					 RSX_ROLE_ACCEPTED);
+			if (!s)
+				return;
+			rsx_sock_set_state(s, RSX_ST_SERVER_STRIP);
+			rsx_fd_install(fd, s);
+		}
+		rsx_dbg("fd %d: inherited, its HELLO (if any) is dropped", fd);
+		n++;
+	}
 }

@@ -274,7 +274,7 @@ static void sockets(void)
 	close(l);
 }
 
-/* fork, vfork, _Fork, daemon, execve, posix_spawn; the children talk on
+/* fork, vfork, _Fork, daemon, the exec family, posix_spawn; the children talk on
  * an inherited TCP connection. */
 static void processes(const char *self)
 {
@@ -313,6 +313,32 @@ static void processes(const char *self)
 	pt_check(posix_spawn(&pid, self, NULL, NULL, argv, environ) == 0);
 	wait_ok(pid);
 	pt_check(read(a, &ch, 1) == 1 && ch == 'x');
+
+	/* the rest of the exec family, each in a child of its own */
+	for (int how = 0; how < 7; how++) {
+		pid = fork();
+		if (pid == 0) {
+			int xfd;
+
+			switch (how) {
+			case 0: execv(self, argv); break;
+			case 1: execvp(self, argv); break;
+			case 2: execvpe(self, argv, environ); break;
+			case 3:
+				xfd = open(self, O_RDONLY | O_CLOEXEC);
+				fexecve(xfd, argv, environ);
+				break;
+			case 4: execl(self, argv[0], argv[1], argv[2], (char *)NULL); break;
+			case 5: execlp(self, argv[0], argv[1], argv[2], (char *)NULL); break;
+			default:
+				execle(self, argv[0], argv[1], argv[2], (char *)NULL,
+				       environ);
+			}
+			_exit(127);
+		}
+		wait_ok(pid);
+		pt_check(read(a, &ch, 1) == 1 && ch == 'x');
+	}
 
 	/* daemon() exits its caller: call it in a child; the daemonised
 	 * grandchild reports back through the socketpair. */
