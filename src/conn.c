@@ -560,10 +560,14 @@ size_t rsx_conn_tx_room(const struct rsx_conn *c)
 	return c->peer.ring_size - (c->tx_head - c->tx_acked);
 }
 
-/* Copies len bytes from iov, starting skip bytes in, to dst. */
-static void rsx_iov_gather(uint8_t *dst, const struct iovec *iov, int iovcnt,
-			   size_t skip, size_t len)
+/*
+ * Copies len bytes between buf and iov, starting skip bytes into iov:
+ * out of iov into buf (to_iov == 0), or out of buf into iov.
+ */
+static void rsx_iov_copy(const struct iovec *iov, int iovcnt, size_t skip,
+			 uint8_t *buf, size_t len, int to_iov)
 {
+	uint8_t *p;
 	size_t n;
 	int i;
 
@@ -575,29 +579,9 @@ static void rsx_iov_gather(uint8_t *dst, const struct iovec *iov, int iovcnt,
 		n = iov[i].iov_len - skip;
 		if (n > len)
 			n = len;
-		memcpy(dst, (uint8_t *)iov[i].iov_base + skip, n);
-		dst += n;
-		len -= n;
-		skip = 0;
-	}
-}
-
-static void rsx_iov_scatter(const struct iovec *iov, int iovcnt, size_t skip,
-			    const uint8_t *src, size_t len)
-{
-	size_t n;
-	int i;
-
-	for (i = 0; i < iovcnt && len; i++) {
-		if (skip >= iov[i].iov_len) {
-			skip -= iov[i].iov_len;
-			continue;
-		}
-		n = iov[i].iov_len - skip;
-		if (n > len)
-			n = len;
-		memcpy((uint8_t *)iov[i].iov_base + skip, src, n);
-		src += n;
+		p = (uint8_t *)iov[i].iov_base + skip;
+		memcpy(to_iov ? p : buf, to_iov ? buf : p, n);
+		buf += n;
 		len -= n;
 		skip = 0;
 	}
@@ -629,7 +613,7 @@ ssize_t rsx_conn_write(struct rsx_conn *c, const struct iovec *iov,
 			chunk = size - off;
 		if (chunk > max)
 			chunk = max;
-		rsx_iov_gather(c->stage + off, iov, iovcnt, skip + done, chunk);
+		rsx_iov_copy(iov, iovcnt, skip + done, c->stage + off, chunk, 0);
 		ret = rsx_post(c, off, c->stage + off, chunk,
 			       c->stage_mr->lkey, RSX_IMM(RSX_IMM_DATA, chunk),
 			       0);
@@ -656,9 +640,9 @@ size_t rsx_conn_read(struct rsx_conn *c, const struct iovec *iov, int iovcnt,
 
 	n = len < avail ? len : avail;
 	first = c->ring_size - off < n ? c->ring_size - off : n;
-	rsx_iov_scatter(iov, iovcnt, skip, c->ring + off, first);
+	rsx_iov_copy(iov, iovcnt, skip, c->ring + off, first, 1);
 	if (n > first)
-		rsx_iov_scatter(iov, iovcnt, skip + first, c->ring, n - first);
+		rsx_iov_copy(iov, iovcnt, skip + first, c->ring, n - first, 1);
 	if (!peek && n) {
 		c->rx_tail += n;
 		rsx_maybe_credit(c);
