@@ -11,27 +11,13 @@ in_vm || skip_all "runs only in the test VM (tests/vm/run.sh)"
 plan 6
 
 # Raw verbs, both ends on rxe1.
-port=$(vm_port)
 s=$(rxe_snap)
-ibv_rc_pingpong -d $DEV_B -g $GID_INDEX -p "$port" -n 100 >"$tmpdir/pp.server" 2>&1 &
-spid=$!
-wait_listen "$port"
-rc=0
-ibv_rc_pingpong -d $DEV_B -g $GID_INDEX -p "$port" -n 100 "$HOST_B" >"$tmpdir/pp.client" 2>&1 || rc=1
-reap $spid || rc=1
-check "ibv_rc_pingpong B ($DEV_B) -> B ($DEV_B)" test $rc = 0
+check "ibv_rc_pingpong B ($DEV_B) -> B ($DEV_B)" pingpong_pair pingpong $DEV_B
 rdma_only_dev "ibv_rc_pingpong B -> B stayed on $DEV_B" "$s" $DEV_B
 
 # RDMA CM, client not bound: the route to B's address picks rxe1.
-port=$(vm_port)
 s=$(rxe_snap)
-rping -s -a "$HOST_B" -p "$port" -C 10 >"$tmpdir/rping.server" 2>&1 &
-spid=$!
-wait_cm_listen "$port"
-rc=0
-rping -c -a "$HOST_B" -p "$port" -C 10 -V >"$tmpdir/rping.client" 2>&1 || rc=1
-reap $spid || rc=1
-check "rping unbound client -> B" test $rc = 0
+check "rping unbound client -> B" rping_pair rping "$HOST_B" "" 10
 rdma_only_dev "rping unbound -> B stayed on $DEV_B" "$s" $DEV_B
 
 # A socket program that does not bind, under librspreload.

@@ -209,3 +209,35 @@ reap() {
 	fi
 	wait "$pid"
 }
+
+# --- raw verbs and RDMA CM pairs (self-check and loopback tests) -------------
+# pingpong_pair LABEL CLIENT_DEV: ibv_rc_pingpong, server on B ($DEV_B),
+# client on CLIENT_DEV, 100 iterations; output kept in $tmpdir/LABEL.*.
+pingpong_pair() {
+	local label=$1 cdev=$2 port spid rc=0
+	port=$(vm_port)
+	ibv_rc_pingpong -d $DEV_B -g $GID_INDEX -p "$port" -n 100 >"$tmpdir/$label.server" 2>&1 &
+	spid=$!
+	wait_listen "$port"
+	ibv_rc_pingpong -d "$cdev" -g $GID_INDEX -p "$port" -n 100 "$HOST_B" \
+		>"$tmpdir/$label.client" 2>&1 || rc=1
+	reap $spid || rc=1
+	sed "s/^/  $label: /" "$tmpdir/$label.server" "$tmpdir/$label.client" >&2
+	[ $rc = 0 ] && grep -q '100 iters' "$tmpdir/$label.server" &&
+		grep -q '100 iters' "$tmpdir/$label.client"
+}
+
+# rping_pair LABEL SADDR BIND COUNT: rping server on SADDR, client bound to
+# BIND (none if empty), COUNT verified ping-pongs.
+rping_pair() {
+	local label=$1 saddr=$2 bind=$3 count=$4 port spid rc=0
+	port=$(vm_port)
+	rping -s -a "$saddr" -p "$port" -C "$count" >"$tmpdir/$label.server" 2>&1 &
+	spid=$!
+	wait_cm_listen "$port"
+	rping -c -a "$saddr" ${bind:+-I "$bind"} -p "$port" -C "$count" -V \
+		>"$tmpdir/$label.client" 2>&1 || rc=1
+	reap $spid || rc=1
+	sed "s/^/  $label: /" "$tmpdir/$label.server" "$tmpdir/$label.client" >&2
+	[ $rc = 0 ]
+}
