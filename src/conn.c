@@ -62,15 +62,7 @@ static size_t rsx_page_round(size_t len)
  */
 static int rsx_fd_hide(int fd)
 {
-	int hi;
-
-	if (fd < 0)
-		return fd;
-	hi = rsx_libc.fcntl(fd, F_DUPFD_CLOEXEC, rsx_fd_private_base());
-	if (hi >= 0) {
-		rsx_libc.close(fd);
-		fd = hi;
-	}
+	fd = rsx_fd_move_high(fd);
 	rsx_fd_set_private(fd, NULL);
 	return fd;
 }
@@ -667,7 +659,10 @@ int rsx_conn_fin(struct rsx_conn *c)
 /* Asks for a completion event; 0 if none can be missed by sleeping now. */
 int rsx_conn_arm(struct rsx_conn *c)
 {
-	return -ibv_req_notify_cq(c->cq, 0);
+	int ret = -ibv_req_notify_cq(c->cq, 0);
+
+	c->armed = !ret;
+	return ret;
 }
 
 /* The completion channel fired: consume the event (non-blocking fd). */
@@ -677,8 +672,10 @@ void rsx_conn_event(struct rsx_conn *c)
 	void *ctx;
 
 	rsx_guard_enter();
-	if (!rsx_ibv.get_cq_event(c->chan, &cq, &ctx))
+	if (!rsx_ibv.get_cq_event(c->chan, &cq, &ctx)) {
 		rsx_ibv.ack_cq_events(cq, 1);
+		c->armed = 0;
+	}
 	rsx_guard_leave();
 }
 

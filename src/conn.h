@@ -112,6 +112,7 @@ struct rsx_conn {
 	uint8_t fin_sent;
 	uint8_t tcp_eof;	/* the TCP connection was closed by the peer */
 	uint8_t err_reported;	/* a send has returned err once */
+	uint8_t armed;		/* the CQ will raise an event (not consumed) */
 	int err;		/* -errno once the connection broke */
 };
 

@@ -203,6 +203,24 @@ int rsx_fd_private_base(void)
 	return rl.rlim_cur > 256 ? (int)rl.rlim_cur - 64 : 3;
 }
 
+/*
+ * Moves one of our descriptors up among rsockx's own, out of the numbers a
+ * program expects (and out of select()'s reach).  Returns the new number,
+ * or fd itself when it cannot move, or fd < 0 unchanged.
+ */
+int rsx_fd_move_high(int fd)
+{
+	int hi;
+
+	if (fd < 0)
+		return fd;
+	hi = rsx_libc.fcntl(fd, F_DUPFD_CLOEXEC, rsx_fd_private_base());
+	if (hi < 0)
+		return fd;
+	rsx_libc.close(fd);
+	return hi;
+}
+
 void rsx_fd_set_private(int fd, int *owner)
 {
 	int i = atomic_load(&rsx_nprivate);

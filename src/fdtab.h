@@ -57,5 +57,6 @@ void rsx_fd_set_private(int fd, int *owner);
 int rsx_fd_is_private(int fd);
 int rsx_fd_private_relocate(int fd);
 int rsx_fd_private_next(int from);
+int rsx_fd_move_high(int fd);
 
 #endif

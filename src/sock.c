@@ -5,6 +5,7 @@
 #include "fdtab.h"
 #include "pool.h"
 #include "probe.h"
+#include "ready.h"
 #include "sock.h"
 
 static struct rsx_pool rsx_sock_pool;
@@ -34,6 +35,8 @@ struct rsx_sock *rsx_sock_new(int kind, int family, int role)
 	s->partial_since = 0;
 	s->conn = NULL;
 	s->probe_id = NULL;
+	s->rdy = NULL;
+	s->nepreg = 0;
 	pthread_mutex_init(&s->lock, NULL);
 	/* Published last: a racing rsx_sock_tryget() sees 0 until then. */
 	atomic_store_explicit(&s->ref, 1, memory_order_release);
@@ -61,6 +64,9 @@ void rsx_sock_put(struct rsx_sock *s)
 		return;		/* static sentinel, never freed */
 	if (atomic_fetch_sub_explicit(&s->ref, 1, memory_order_acq_rel) != 1)
 		return;
+	/* nobody else holds s: the lock is not needed */
+	rsx_ready_off(s);
+	rsx_ready_quiesce(s);
 	if (s->conn) {
 		rsx_conn_destroy(s->conn);
 		s->conn = NULL;
@@ -83,17 +89,4 @@ void rsx_sock_set_state(struct rsx_sock *s, int state)
 	s->state = state;
 	if (atomic_exchange(&s->mode, mode) != mode)
 		atomic_fetch_add(&rsx_engine_socks, mode ? 1 : -1);
-}
-
-/*
- * The program waits for this socket with poll, select or epoll.  Until the
- * engine reports ring data to those (issue 5), such a socket must not be
- * upgraded: it would wait forever for data that has arrived.
- */
-void rsx_mark_evented(int fd)
-{
-	struct rsx_sock *s = rsx_fd_peek(fd);
-
-	if (s && s->kind == RSX_SOCK_TCP && atomic_load(&s->mode))
-		atomic_store(&s->evented, 1);
 }

@@ -43,6 +43,20 @@ enum rsx_state {
 };
 
 struct rsx_conn;
+struct rsx_ready;
+
+/*
+ * A registration of the socket in one of the program's epoll sets, as the
+ * program made it: when the socket is upgraded, it moves to the socket's
+ * readiness stand-in (ready.h) with the same events and data.
+ */
+#define RSX_EPREGS 4
+struct rsx_epreg {
+	int epfd;
+	int fd;
+	uint32_t events;
+	uint64_t data;
+};
 
 struct rsx_sock {
 	_Atomic int ref;
@@ -53,17 +67,19 @@ struct rsx_sock {
 	uint8_t state;		/* enum rsx_state, under lock */
 	_Atomic uint8_t nonblock; /* O_NONBLOCK of the open file description */
 	uint8_t action;		/* enum rsx_action for connect() */
-	_Atomic uint8_t evented; /* seen in poll/select/epoll_ctl */
+	_Atomic uint8_t evented; /* in more epoll sets than epreg holds */
 	uint8_t rd_shut;
 	uint8_t wr_shut;
 	int64_t partial_since;	/* ms: a HELLO prefix seen, rest not yet */
 	pthread_mutex_t lock;
 	struct rsx_conn *conn;
 	void *probe_id;		/* listener: its probe responder's CM id */
+	struct rsx_ready *rdy;	/* readiness stand-in, once waited on */
+	uint8_t nepreg;
+	struct rsx_epreg epreg[RSX_EPREGS];
 };
 
 void rsx_sock_set_state(struct rsx_sock *s, int state);
-void rsx_mark_evented(int fd);
 
 /* Sockets in the engine's hands (mode 1): while there are none, the
  * readiness wrappers need not look at their descriptors at all. */

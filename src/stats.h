@@ -36,7 +36,7 @@
 	X(fallback_nak)		/* ... peer said NAK */			\
 	X(fallback_qp)		/* ... QP would not reach RTS */	\
 	X(fallback_fork)	/* upgraded socket used in a fork child */ \
-	X(fallback_evented)	/* program waits on it with poll/epoll */ \
+	X(fallback_evented)	/* in more epoll sets than rsockx follows */ \
 	X(rdma_tx_bytes)	/* application bytes sent over RDMA */	\
 	X(rdma_rx_bytes)	/* ... received over RDMA */		\
 	X(tcp_tx_bytes)		/* bytes of negotiating sockets sent on TCP */ \
@@ -44,6 +44,8 @@
 	X(qps_created) X(qps_destroyed)					\
 	X(conn_errors)		/* upgraded connections that broke */	\
 	X(sleeps)		/* waits on the completion channel */	\
+	X(ready_on)		/* upgraded sockets given a poll stand-in */ \
+	X(ready_events)		/* watcher wakeups for those */		\
 	X(fallback_probe)	/* stayed TCP: probe said no or not yet */ \
 	X(probes_sent) X(probe_yes) X(probe_no)				\
 	X(probes_answered)	/* responder: probes rejected as rsockx */

@@ -24,6 +24,7 @@
 #include "libc.h"
 #include "log.h"
 #include "stats.h"
+#include "ready.h"
 #include "track.h"
 #include "upgrade.h"
 
@@ -189,6 +190,8 @@ void rsx_on_dup(int oldfd, int newfd)
 /* The last descriptor of an upgraded socket goes: deliver what was sent. */
 static void rsx_close_flush(struct rsx_sock *s, int fd)
 {
+	if (s && s->kind == RSX_SOCK_TCP && s->nepreg)
+		rsx_ready_forget_fd(s, fd);
 	if (s && s->conn && atomic_load(&s->ref) == 1)
 		rsx_sock_close_last(s, fd);
 }

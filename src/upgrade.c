@@ -45,6 +45,7 @@
 #include "libc.h"
 #include "log.h"
 #include "probe.h"
+#include "ready.h"
 #include "stats.h"
 #include "upgrade.h"
 
@@ -113,6 +114,7 @@ static ssize_t rsx_tcp_io(int fd, const struct iovec *iov, int iovcnt,
 }
 
 static void rsx_peer_closed(struct rsx_sock *s);
+static void rsx_ready_upgraded(struct rsx_sock *s);
 
 /*
  * SO_RCVTIMEO / SO_SNDTIMEO of the call in progress on this thread: read
@@ -280,6 +282,7 @@ static int rsx_tcp_send_msg(int fd, const uint8_t *buf, size_t len,
 
 static void rsx_to_tcp(struct rsx_sock *s, enum rsx_stat reason)
 {
+	rsx_ready_off(s);
 	if (s->conn) {
 		rsx_conn_destroy(s->conn);
 		s->conn = NULL;
@@ -411,8 +414,12 @@ static int rsx_client_answer(struct rsx_sock *s, int fd)
 	rsx_stat_inc(RSX_STAT_ack_received);
 	if (atomic_load(&s->evented)) {
 		/* no CUTOVER: the server waits for it and stays TCP too */
-		rsx_dbg("fd %d: polled by the program: stays TCP", fd);
+		rsx_dbg("fd %d: in too many epoll sets: stays TCP", fd);
 		rsx_to_tcp(s, RSX_STAT_fallback_evented);
+		return 0;
+	}
+	if (s->nepreg && rsx_ready_on(s, fd) < 0) {
+		rsx_to_tcp(s, RSX_STAT_fallback_resources);
 		return 0;
 	}
 	if (s->wr_shut) {
@@ -429,6 +436,7 @@ static int rsx_client_answer(struct rsx_sock *s, int fd)
 	rsx_stat_inc(RSX_STAT_upgraded);
 	rsx_info("fd %d: upgraded (client), QP %u", fd, c->qp->qp_num);
 	rsx_sock_set_state(s, RSX_ST_UPGRADED);
+	rsx_ready_upgraded(s);
 	return 0;
 }
 
@@ -484,6 +492,10 @@ static void rsx_server_answer(struct rsx_sock *s, int fd,
 		reason = RSX_NAK_INTERNAL;
 		goto nak;
 	}
+	if (s->nepreg && rsx_ready_on(s, fd) < 0) {
+		reason = RSX_NAK_RESOURCES;
+		goto nak;
+	}
 	rsx_conn_hello(s->conn, RSX_MSG_ACK, &h);
 	rsx_wire_encode(&h, buf);
 	if (rsx_tcp_send_msg(fd, buf, sizeof(buf), 0)) {
@@ -494,6 +506,7 @@ static void rsx_server_answer(struct rsx_sock *s, int fd,
 	rsx_stat_inc(RSX_STAT_upgraded);
 	rsx_info("fd %d: upgraded (server), QP %u", fd, s->conn->qp->qp_num);
 	rsx_sock_set_state(s, RSX_ST_UPGRADED);
+	rsx_ready_upgraded(s);
 	return;
 
 nak:
@@ -848,6 +861,7 @@ static ssize_t rsx_sock_io(int fd, const struct iovec *iov, int iovcnt,
 	case RSX_ST_UPGRADED:
 		ret = send ? rsx_up_send(s, fd, iov, iovcnt, len, flags, nonblock) :
 			     rsx_up_recv(s, fd, iov, iovcnt, len, flags, nonblock);
+		rsx_sock_ready_sync(s);
 		break;
 	case RSX_ST_FORKED:
 		ret = -EIO;
@@ -885,6 +899,78 @@ ssize_t rsx_sock_recv(int fd, const struct iovec *iov, int iovcnt, int flags)
 ssize_t rsx_sock_send(int fd, const struct iovec *iov, int iovcnt, int flags)
 {
 	return rsx_sock_io(fd, iov, iovcnt, flags, 1);
+}
+
+/*
+ * What waiters on an upgraded socket should see (ready.h).  Like TCP:
+ * readable with bytes to read, at the end of the stream, and after an
+ * error; writable with room in the peer's ring (room comes back a quarter
+ * of the ring at a time), and when a write would fail at once.
+ */
+static void rsx_ready_state(struct rsx_sock *s, struct rsx_ready_state *st)
+{
+	struct rsx_conn *c = s->conn;
+	int tcp = 0;
+
+	st->hup = c->err != 0;
+	st->rdhup = st->hup || c->peer_fin || s->rd_shut ||
+		    (c->tcp_eof && !c->peer_cutover);
+	if (c->rx_ring || (c->rx_tcp_limit >= 0 &&
+			   c->rx_tcp == (uint64_t)c->rx_tcp_limit))
+		st->in = rsx_conn_readable(c) > 0;
+	else
+		st->in = !rsx_libc.ioctl(s->rdy->tcp, FIONREAD, &tcp) &&
+			 tcp > 0;
+	st->in |= st->rdhup;
+	st->out = st->hup || s->wr_shut || !c->tx_ring ||
+		  rsx_conn_tx_room(c) > 0 || rsx_peer_gone(c);
+}
+
+/*
+ * Under s->lock: take in what has arrived, keep the CQ armed for the
+ * watcher (an arm only reports completions after it: poll once more), and
+ * show the result on the stand-in.
+ */
+void rsx_sock_ready_sync(struct rsx_sock *s)
+{
+	struct rsx_conn *c = s->conn;
+	struct rsx_ready_state st;
+
+	if (likely(!s->rdy) || !c || s->state != RSX_ST_UPGRADED)
+		return;
+	rsx_progress(s);
+	if (c->qp_ready && !c->armed && !c->err && !rsx_conn_arm(c))
+		rsx_progress(s);
+	rsx_ready_state(s, &st);
+	rsx_ready_show(s, &st);
+}
+
+/* The watcher saw the completion channel (chan) or the TCP end fire. */
+void rsx_sock_ready_event(struct rsx_sock *s, int chan, uint32_t tcp_ev)
+{
+	struct rsx_conn *c = s->conn;
+	uint64_t kick = 1;
+
+	if (!s->rdy || !c || s->state != RSX_ST_UPGRADED)
+		return;
+	rsx_stat_inc(RSX_STAT_ready_events);
+	if (chan)
+		rsx_conn_event(c);
+	if (!c->tcp_eof && (tcp_ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+		rsx_peer_closed(s);
+	rsx_sock_ready_sync(s);
+	/* a thread asleep in rsx_sleep() may have lost the event to us */
+	if (c->polling && rsx_libc.write(c->kick_fd, &kick, sizeof(kick)) < 0)
+		rsx_dbg("kick: %s", strerror(errno));
+}
+
+/* Just upgraded: epoll registrations move to the stand-in. */
+static void rsx_ready_upgraded(struct rsx_sock *s)
+{
+	if (!s->rdy)
+		return;
+	rsx_ready_swap(s);
+	rsx_sock_ready_sync(s);
 }
 
 /*
@@ -934,6 +1020,8 @@ int rsx_sock_shutdown(int fd, int how)
 			if (upgraded)
 				rsx_finish(s, fd, rsx_config.linger_ms);
 		}
+		if (s->state == RSX_ST_UPGRADED)
+			rsx_sock_ready_sync(s);
 		pthread_mutex_unlock(&s->lock);
 		rsx_sock_put(s);
 	}
@@ -998,12 +1086,14 @@ void rsx_fork_child_sockets(void)
 	struct rsx_sock *s;
 
 	rsx_probe_fork_child();
+	rsx_ready_fork_child();
 	for (fd = 0; fd < hw; fd++) {
 		s = rsx_fd_peek(fd);
 		if (!s || s->kind != RSX_SOCK_TCP)
 			continue;
 		pthread_mutex_init(&s->lock, NULL);
 		s->probe_id = NULL;	/* the parent's responder */
+		rsx_ready_fork_drop(s);
 		if (!s->conn)
 			continue;
 		s->conn = NULL;	/* the child's copy is left alone */

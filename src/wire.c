@@ -122,7 +122,7 @@ const char *rsx_nak_str(int reason)
 		[RSX_NAK_RESOURCES] = "server out of RDMA resources",
 		[RSX_NAK_VERSION] = "server speaks another version",
 		[RSX_NAK_INTERNAL] = "server internal error",
-		[RSX_NAK_EVENTED] = "server program waits with poll/select/epoll",
+		[RSX_NAK_EVENTED] = "server socket in too many epoll sets",
 	};
 
 	return reason >= 0 && reason < RSX_NAK_MAX ? s[reason] : "unknown";

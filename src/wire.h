@@ -56,7 +56,7 @@ enum rsx_nak {
 	RSX_NAK_RESOURCES,	/* memory, QP or registration failed */
 	RSX_NAK_VERSION,	/* the server speaks another version */
 	RSX_NAK_INTERNAL,
-	RSX_NAK_EVENTED,	/* the server program waits with poll/epoll */
+	RSX_NAK_EVENTED,	/* the server socket is in too many epoll sets */
 	RSX_NAK_MAX,
 };
 

@@ -1,40 +1,17 @@
 #!/bin/bash
-# Event-driven programs keep TCP until readiness of upgraded sockets exists
-# (issue 5): a socket the program waits on with poll, select or epoll is
-# never upgraded, even when the rules say the peer runs rsockx.  socat
-# (select on the connection) must stay TCP, with the refusal counted;
-# python's http.server waits with selectors on its listener only and reads
-# each connection with blocking calls: that connection is upgraded, and
-# urllib downloads over RDMA (B to B: urllib cannot bind to A).
+# python's http.server waits with selectors on its listener and reads each
+# connection with blocking calls: the connection is upgraded, and urllib
+# downloads over RDMA (B to B: urllib cannot bind to A).  Event loops on
+# upgraded connections themselves: ready.sh.
 # vm-exclusive: yes
 # vm-timeout: 180
 . "$abs_top_srcdir/tests/lib.sh"
 . "$abs_top_srcdir/tests/vm/lib.sh"
 . "$abs_top_srcdir/tests/rdma/stream-lib.sh"
 in_vm || skip_all "runs only in the test VM (tests/vm/run.sh)"
-command -v socat >/dev/null || skip_all "socat not installed"
 
 printf 'rdma connect * *\n' >"$tmpdir/rdma.conf"
 head -c 3000000 /dev/urandom >"$tmpdir/in"
-
-# socat both ends, file upload A -> B
-port=$(vm_port)
-timeout 60 env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_CONF= \
-	RSOCKX_STATS_FILE="$tmpdir/socat.s" socat -u \
-	TCP-LISTEN:$port,bind=$HOST_B,reuseaddr OPEN:"$tmpdir/out",creat,trunc &
-spid=$!
-wait_listen $port || bail "socat did not listen"
-timeout 60 env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_CONF="$tmpdir/rdma.conf" \
-	RSOCKX_STATS_FILE="$tmpdir/socat.c" socat -u OPEN:"$tmpdir/in" \
-	TCP:$HOST_B:$port,bind=$HOST_A
-reap $spid 30
-check "socat: file arrived intact" cmp -s "$tmpdir/in" "$tmpdir/out"
-check "socat: the client offered the upgrade (HELLO)" \
-	test "$(stat_of $tmpdir/socat.c hello_sent)" = 1
-check "socat: refused because the programs poll the socket" \
-	test $(($(stat_of $tmpdir/socat.s fallback_evented) + $(stat_of $tmpdir/socat.c fallback_evented))) -ge 1
-check "socat: nothing upgraded" \
-	test "$(stat_of $tmpdir/socat.s upgraded)$(stat_of $tmpdir/socat.c upgraded)" = 00
 
 # python's http.server (selectors) and a blocking urllib client
 mkdir "$tmpdir/www" && cp "$tmpdir/in" "$tmpdir/www/file"

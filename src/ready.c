@@ -1,0 +1,640 @@
+// SPDX-License-Identifier: MIT
+/* Readiness of upgraded sockets (ready.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "fdtab.h"
+#include "guard.h"
+#include "libc.h"
+#include "log.h"
+#include "ready.h"
+#include "stats.h"
+
+/*
+ * The watcher's table.  The epoll data of a registration is
+ * gen << 32 | slot << 1 | tcp: an event fetched before its connection was
+ * taken out of the table finds another generation there and is dropped.
+ */
+struct rsx_watch {
+	struct rsx_sock *s;
+	uint32_t gen;
+};
+
+static pthread_mutex_t rsx_watch_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rsx_watch *rsx_watch;
+static uint32_t rsx_watch_cap;
+static int rsx_watch_epfd = -1;
+static int rsx_watch_state;	/* 0 not started, 1 running, -errno failed */
+/* The socket the watcher is about to lock or has locked (see ready_free). */
+static _Atomic(struct rsx_sock *) rsx_watch_busy;
+
+#define RSX_WATCH_BATCH 64
+#define RSX_BLOCK_LEN 1024	/* fills x's minimal send buffer */
+
+static uint64_t rsx_watch_key(uint32_t slot, uint32_t gen, int tcp)
+{
+	return (uint64_t)gen << 32 | slot << 1 | !!tcp;
+}
+
+static void rsx_watch_one(uint64_t key, uint32_t events)
+{
+	uint32_t slot = (uint32_t)key >> 1, gen = key >> 32;
+	struct rsx_sock *s;
+
+	pthread_mutex_lock(&rsx_watch_lock);
+	if (slot >= rsx_watch_cap || !rsx_watch[slot].s ||
+	    rsx_watch[slot].gen != gen) {
+		pthread_mutex_unlock(&rsx_watch_lock);
+		return;
+	}
+	s = rsx_watch[slot].s;
+	atomic_store(&rsx_watch_busy, s);
+	pthread_mutex_unlock(&rsx_watch_lock);
+
+	pthread_mutex_lock(&s->lock);
+	rsx_sock_ready_event(s, !(key & 1), key & 1 ? events : 0);
+	pthread_mutex_unlock(&s->lock);
+	atomic_store(&rsx_watch_busy, NULL);
+}
+
+static void *rsx_watch_thread(void *arg)
+{
+	struct epoll_event ev[RSX_WATCH_BATCH];
+	int n, i;
+
+	(void)arg;
+	rsx_guard_enter();	/* for good: this thread is all ours */
+	for (;;) {
+		n = rsx_libc.epoll_wait(rsx_watch_epfd, ev, RSX_WATCH_BATCH,
+					-1);
+		if (n < 0) {
+			if (errno != EINTR) {
+				rsx_info("readiness watcher: epoll_wait: %s",
+					 strerror(errno));
+				usleep(10000);
+			}
+			continue;
+		}
+		for (i = 0; i < n; i++)
+			rsx_watch_one(ev[i].data.u64, ev[i].events);
+	}
+	return NULL;
+}
+
+/* Under rsx_watch_lock. */
+static int rsx_watch_start(void)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	pthread_t t;
+	int ret;
+
+	if (rsx_watch_state)
+		return rsx_watch_state > 0 ? 0 : rsx_watch_state;
+	rsx_watch_epfd = rsx_fd_move_high(rsx_libc.epoll_create1(EPOLL_CLOEXEC));
+	if (rsx_watch_epfd < 0) {
+		rsx_watch_state = -errno;
+		return rsx_watch_state;
+	}
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 64 * 1024);
+	ret = pthread_create(&t, &attr, rsx_watch_thread, NULL);
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret) {
+		rsx_info("readiness watcher: cannot start: %s", strerror(ret));
+		rsx_libc.close(rsx_watch_epfd);
+		rsx_watch_epfd = -1;
+		return -ret;	/* tried again next time */
+	}
+	rsx_watch_state = 1;
+	return 0;
+}
+
+/* Under rsx_watch_lock: a free slot for s, the table grown if need be. */
+static int rsx_watch_slot(struct rsx_sock *s, uint32_t *slot)
+{
+	struct rsx_watch *w;
+	uint32_t i, cap;
+
+	for (i = 0; i < rsx_watch_cap; i++)
+		if (!rsx_watch[i].s)
+			goto found;
+	cap = rsx_watch_cap ? rsx_watch_cap * 2 : 64;
+	w = realloc(rsx_watch, cap * sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	memset(w + rsx_watch_cap, 0, (cap - rsx_watch_cap) * sizeof(*w));
+	rsx_watch = w;
+	i = rsx_watch_cap;
+	rsx_watch_cap = cap;
+found:
+	rsx_watch[i].s = s;
+	rsx_watch[i].gen++;
+	*slot = i;
+	return 0;
+}
+
+static int rsx_watch_add(struct rsx_sock *s, struct rsx_ready *r)
+{
+	struct epoll_event ev;
+	int ret;
+
+	pthread_mutex_lock(&rsx_watch_lock);
+	ret = rsx_watch_start();
+	if (ret)
+		goto out;
+	ret = rsx_watch_slot(s, &r->slot);
+	if (ret)
+		goto out;
+	/* the channel level-triggered: an event stays until consumed */
+	ev.events = EPOLLIN;
+	ev.data.u64 = rsx_watch_key(r->slot, rsx_watch[r->slot].gen, 0);
+	if (rsx_libc.epoll_ctl(rsx_watch_epfd, EPOLL_CTL_ADD,
+			       rsx_conn_chan_fd(s->conn), &ev))
+		goto err_slot;
+	/* TCP edge-triggered: bytes before the cut-over, and the end */
+	ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+	ev.data.u64 = rsx_watch_key(r->slot, rsx_watch[r->slot].gen, 1);
+	if (rsx_libc.epoll_ctl(rsx_watch_epfd, EPOLL_CTL_ADD, r->tcp, &ev))
+		goto err_chan;
+	pthread_mutex_unlock(&rsx_watch_lock);
+	return 0;
+
+err_chan:
+	ret = -errno;
+	rsx_libc.epoll_ctl(rsx_watch_epfd, EPOLL_CTL_DEL,
+			   rsx_conn_chan_fd(s->conn), NULL);
+	errno = -ret;
+err_slot:
+	ret = -errno;
+	rsx_watch[r->slot].s = NULL;
+out:
+	pthread_mutex_unlock(&rsx_watch_lock);
+	return ret;
+}
+
+/*
+ * Under s->lock, s->conn set: gives s its stand-in, watched from now on.
+ * Returns x, or -errno.
+ */
+int rsx_ready_on(struct rsx_sock *s, int fd)
+{
+	struct rsx_ready *r = s->rdy;
+	int sv[2], one = 1, ret;
+
+	if (r)
+		return r->x;
+	if (!s->conn)
+		return -EINVAL;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	if (rsx_libc.socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK |
+				SOCK_CLOEXEC, 0, sv)) {
+		ret = -errno;
+		goto err_free;
+	}
+	r->x = rsx_fd_move_high(sv[0]);
+	r->y = rsx_fd_move_high(sv[1]);
+	/* the kernel rounds this up to its minimum (about 4.5 KiB) */
+	rsx_libc.setsockopt(r->x, SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
+	r->tcp = rsx_libc.fcntl(fd, F_DUPFD_CLOEXEC, rsx_fd_private_base());
+	if (r->tcp < 0) {
+		ret = -errno;
+		goto err_pair;
+	}
+	ret = rsx_watch_add(s, r);
+	if (ret)
+		goto err_tcp;
+	s->rdy = r;
+	rsx_stat_inc(RSX_STAT_ready_on);
+	if (s->state == RSX_ST_UPGRADED)
+		rsx_sock_ready_sync(s);
+	return r->x;
+
+err_tcp:
+	rsx_libc.close(r->tcp);
+err_pair:
+	rsx_libc.close(r->x);
+	rsx_libc.close(r->y);
+err_free:
+	free(r);
+	rsx_info("fd %d: no readiness for poll/epoll: %s", fd,
+		 strerror(-ret));
+	return ret;
+}
+
+static void rsx_ready_free(struct rsx_ready *r)
+{
+	rsx_libc.close(r->x);
+	rsx_libc.close(r->y);
+	rsx_libc.close(r->tcp);
+	free(r);
+}
+
+/*
+ * Takes s's stand-in away (under s->lock, or s unreachable): x leaves every
+ * epoll set of the program as it is closed.  The watcher may still be
+ * about to look at s; rsx_ready_quiesce() waits for that before s is freed.
+ */
+void rsx_ready_off(struct rsx_sock *s)
+{
+	struct rsx_ready *r = s->rdy;
+
+	if (!r)
+		return;
+	s->rdy = NULL;
+	pthread_mutex_lock(&rsx_watch_lock);
+	if (rsx_watch_epfd >= 0 && s->conn)
+		rsx_libc.epoll_ctl(rsx_watch_epfd, EPOLL_CTL_DEL,
+				   rsx_conn_chan_fd(s->conn), NULL);
+	if (rsx_watch_epfd >= 0)
+		rsx_libc.epoll_ctl(rsx_watch_epfd, EPOLL_CTL_DEL, r->tcp, NULL);
+	if (r->slot < rsx_watch_cap && rsx_watch[r->slot].s == s) {
+		rsx_watch[r->slot].s = NULL;
+		rsx_watch[r->slot].gen++;
+	}
+	pthread_mutex_unlock(&rsx_watch_lock);
+	rsx_ready_free(r);
+}
+
+/* s is about to be freed (no lock held): the watcher must be done with it. */
+void rsx_ready_quiesce(struct rsx_sock *s)
+{
+	while (atomic_load_explicit(&rsx_watch_busy, memory_order_acquire) ==
+	       s)
+		sched_yield();
+}
+
+/* Under s->lock: make x show st. */
+void rsx_ready_show(struct rsx_sock *s, const struct rsx_ready_state *st)
+{
+	static const char block[RSX_BLOCK_LEN];
+	struct rsx_ready *r = s->rdy;
+	char b;
+
+	if (st->hup && !r->hup) {
+		rsx_libc.shutdown(r->x, SHUT_RDWR);
+		r->hup = r->rdhup = 1;
+	} else if (st->rdhup && !r->rdhup) {
+		rsx_libc.shutdown(r->x, SHUT_RD);
+		r->rdhup = 1;
+	}
+	if (!r->rdhup && st->in != r->in) {
+		if (st->in)
+			rsx_libc.send(r->y, "", 1, MSG_DONTWAIT);
+		else
+			while (rsx_libc.recv(r->x, &b, 1, MSG_DONTWAIT) > 0)
+				;
+		r->in = st->in;
+	}
+	if (st->out == r->blocked) {
+		if (st->out)
+			while (rsx_libc.recv(r->y, &b, 1, MSG_DONTWAIT) > 0)
+				;
+		else
+			rsx_libc.send(r->x, block, sizeof(block), MSG_DONTWAIT);
+		r->blocked = !st->out;
+	}
+}
+
+/* Registrations of the program's epoll sets that name s (see sock.h). */
+static struct rsx_epreg *rsx_epreg_find(struct rsx_sock *s, int epfd, int fd)
+{
+	unsigned int i;
+
+	for (i = 0; i < s->nepreg; i++)
+		if (s->epreg[i].epfd == epfd && s->epreg[i].fd == fd)
+			return &s->epreg[i];
+	return NULL;
+}
+
+static void rsx_epreg_drop(struct rsx_sock *s, struct rsx_epreg *e)
+{
+	*e = s->epreg[--s->nepreg];
+}
+
+static void rsx_epreg_note(struct rsx_sock *s, int epfd, int op, int fd,
+			   const struct epoll_event *ev)
+{
+	struct rsx_epreg *e = rsx_epreg_find(s, epfd, fd);
+
+	if (op == EPOLL_CTL_DEL) {
+		if (e)
+			rsx_epreg_drop(s, e);
+		return;
+	}
+	if (!e && op == EPOLL_CTL_ADD) {
+		if (s->nepreg == RSX_EPREGS) {
+			/* we could not move it to the stand-in later */
+			atomic_store(&s->evented, 1);
+			return;
+		}
+		e = &s->epreg[s->nepreg++];
+		e->epfd = epfd;
+		e->fd = fd;
+	}
+	if (e) {
+		e->events = ev->events;
+		e->data = ev->data.u64;
+	}
+}
+
+/* A descriptor of s is being closed: its registrations go with it. */
+void rsx_ready_forget_fd(struct rsx_sock *s, int fd)
+{
+	unsigned int i;
+
+	pthread_mutex_lock(&s->lock);
+	for (i = 0; i < s->nepreg;)
+		if (s->epreg[i].fd == fd)
+			rsx_epreg_drop(s, &s->epreg[i]);
+		else
+			i++;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/*
+ * s was just upgraded (under s->lock, stand-in made): every registration of
+ * the socket in the program's epoll sets moves to x, with the program's own
+ * events and data.  One that is gone (its epoll set closed) is forgotten.
+ */
+int rsx_ready_swap(struct rsx_sock *s)
+{
+	struct epoll_event ev;
+	unsigned int i;
+	int ret = 0;
+
+	for (i = 0; i < s->nepreg;) {
+		struct rsx_epreg *e = &s->epreg[i];
+
+		if (rsx_libc.epoll_ctl(e->epfd, EPOLL_CTL_DEL, e->fd, NULL)) {
+			rsx_epreg_drop(s, e);
+			continue;
+		}
+		ev.events = e->events;
+		ev.data.u64 = e->data;
+		if (rsx_libc.epoll_ctl(e->epfd, EPOLL_CTL_ADD, s->rdy->x, &ev)) {
+			ret = -errno;
+			rsx_info("fd %d: epoll %d: cannot move to the ring: %s",
+				 e->fd, e->epfd, strerror(errno));
+		}
+		i++;
+	}
+	return ret;
+}
+
+/* Might s still be upgraded, or is it?  Then its registrations matter. */
+static int rsx_ready_tracks(struct rsx_sock *s)
+{
+	if (s->kind != RSX_SOCK_TCP)
+		return 0;
+	return atomic_load(&s->mode) ||
+	       atomic_load(&s->role) == RSX_ROLE_NONE;
+}
+
+int rsx_ready_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	struct rsx_sock *s = rsx_fd_peek(fd);
+	int target = fd, ret;
+
+	if (likely(!s) || rsx_guarded() || !rsx_ready_tracks(s))
+		return 1;
+	s = rsx_fd_get(fd);
+	if (!s)
+		return 1;
+	pthread_mutex_lock(&s->lock);
+	if (s->state == RSX_ST_UPGRADED && s->conn) {
+		if (op != EPOLL_CTL_DEL) {
+			ret = rsx_ready_on(s, fd);
+			if (ret < 0)
+				goto out;
+		}
+		if (s->rdy)
+			target = s->rdy->x;
+	}
+	ret = rsx_libc.epoll_ctl(epfd, op, target, ev) ? -errno : 0;
+	if (!ret)
+		rsx_epreg_note(s, epfd, op, fd, ev);
+out:
+	pthread_mutex_unlock(&s->lock);
+	rsx_sock_put(s);
+	return ret;
+}
+
+/* The stand-in of fd for a poll, or -1: wait on fd itself. */
+static int rsx_poll_fd(int fd)
+{
+	struct rsx_sock *s = rsx_fd_peek(fd);
+	int x = -1;
+
+	if (likely(!s) || s->kind != RSX_SOCK_TCP ||
+	    !atomic_load_explicit(&s->mode, memory_order_relaxed))
+		return -1;
+	s = rsx_fd_get(fd);
+	if (!s)
+		return -1;
+	pthread_mutex_lock(&s->lock);
+	if (s->state == RSX_ST_UPGRADED && s->conn) {
+		x = rsx_ready_on(s, fd);
+		if (x >= 0)
+			rsx_sock_ready_sync(s);
+	}
+	pthread_mutex_unlock(&s->lock);
+	rsx_sock_put(s);
+	return x;
+}
+
+int rsx_poll_enter(struct pollfd *fds, nfds_t nfds, struct rsx_poll_save *sv)
+{
+	struct rsx_poll_ent *more;
+	nfds_t i;
+	int x;
+
+	sv->n = 0;
+	sv->cap = RSX_POLL_SAVE;
+	sv->ent = sv->local;
+	if (likely(!atomic_load_explicit(&rsx_engine_socks,
+					 memory_order_relaxed)) ||
+	    rsx_guarded())
+		return 0;
+	for (i = 0; i < nfds; i++) {
+		x = rsx_poll_fd(fds[i].fd);
+		if (x < 0)
+			continue;
+		if (sv->n == sv->cap) {
+			more = malloc(2 * sv->cap * sizeof(*more));
+			if (!more) {
+				rsx_poll_leave(fds, sv);
+				return -ENOMEM;
+			}
+			memcpy(more, sv->ent, sv->n * sizeof(*more));
+			if (sv->ent != sv->local)
+				free(sv->ent);
+			sv->ent = more;
+			sv->cap *= 2;
+		}
+		sv->ent[sv->n].idx = i;
+		sv->ent[sv->n].fd = fds[i].fd;
+		sv->n++;
+		fds[i].fd = x;
+	}
+	return sv->n;
+}
+
+void rsx_poll_leave(struct pollfd *fds, struct rsx_poll_save *sv)
+{
+	unsigned int i;
+
+	for (i = 0; i < sv->n; i++)
+		fds[sv->ent[i].idx].fd = sv->ent[i].fd;
+	if (sv->ent != sv->local)
+		free(sv->ent);
+	sv->n = 0;
+	sv->ent = sv->local;
+}
+
+int rsx_select_needs(int nfds, const fd_set *r, const fd_set *w,
+		     const fd_set *e)
+{
+	struct rsx_sock *s;
+	int fd;
+
+	if (likely(!atomic_load_explicit(&rsx_engine_socks,
+					 memory_order_relaxed)) ||
+	    rsx_guarded())
+		return 0;
+	for (fd = 0; fd < nfds && fd < FD_SETSIZE; fd++) {
+		if (!(r && FD_ISSET(fd, r)) && !(w && FD_ISSET(fd, w)) &&
+		    !(e && FD_ISSET(fd, e)))
+			continue;
+		s = rsx_fd_peek(fd);
+		if (s && s->kind == RSX_SOCK_TCP &&
+		    s->state == RSX_ST_UPGRADED)
+			return 1;
+	}
+	return 0;
+}
+
+static int64_t rsx_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * select through ppoll, for sets that hold an upgraded socket.  Like the
+ * kernel's select, *ts is left with the time that was not slept.
+ */
+int rsx_select_poll(int nfds, fd_set *r, fd_set *w, fd_set *e,
+		    struct timespec *ts, const sigset_t *ss)
+{
+	struct pollfd pfd[FD_SETSIZE];
+	struct rsx_poll_save sv;
+	int64_t start = rsx_mono_ns(), left;
+	int fd, n = 0, i, ret, count = 0;
+	short ev;
+
+	if (nfds > FD_SETSIZE)
+		nfds = FD_SETSIZE;
+	for (fd = 0; fd < nfds; fd++) {
+		ev = 0;
+		if (r && FD_ISSET(fd, r))
+			ev |= POLLIN;
+		if (w && FD_ISSET(fd, w))
+			ev |= POLLOUT;
+		if (e && FD_ISSET(fd, e))
+			ev |= POLLPRI;
+		if (!ev)
+			continue;
+		pfd[n].fd = fd;
+		pfd[n].events = ev;
+		pfd[n].revents = 0;
+		n++;
+	}
+	ret = rsx_poll_enter(pfd, n, &sv);
+	if (ret < 0)
+		return ret;
+	ret = rsx_libc.ppoll(pfd, n, ts, ss);
+	if (ret < 0)
+		ret = -errno;
+	rsx_poll_leave(pfd, &sv);
+	if (ts) {
+		left = (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec -
+		       (rsx_mono_ns() - start);
+		if (left < 0)
+			left = 0;
+		ts->tv_sec = left / 1000000000;
+		ts->tv_nsec = left % 1000000000;
+	}
+	if (ret < 0)
+		return ret;
+	for (i = 0; i < n; i++)
+		if (pfd[i].revents & POLLNVAL)
+			return -EBADF;
+	if (r)
+		FD_ZERO(r);
+	if (w)
+		FD_ZERO(w);
+	if (e)
+		FD_ZERO(e);
+	for (i = 0; i < n; i++) {
+		short rev = pfd[i].revents, want = pfd[i].events;
+
+		if ((want & POLLIN) && (rev & (POLLIN | POLLHUP | POLLERR))) {
+			FD_SET(pfd[i].fd, r);
+			count++;
+		}
+		if ((want & POLLOUT) && (rev & (POLLOUT | POLLERR))) {
+			FD_SET(pfd[i].fd, w);
+			count++;
+		}
+		if ((want & POLLPRI) && (rev & POLLPRI)) {
+			FD_SET(pfd[i].fd, e);
+			count++;
+		}
+	}
+	return count;
+}
+
+/*
+ * The child of fork() has no watcher thread; its copies of the parent's
+ * connections are the parent's (sock.c), and a connection the child makes
+ * starts a watcher of its own.
+ */
+void rsx_ready_fork_child(void)
+{
+	pthread_mutex_init(&rsx_watch_lock, NULL);
+	if (rsx_watch_epfd >= 0)
+		rsx_libc.close(rsx_watch_epfd);
+	rsx_watch_epfd = -1;
+	rsx_watch_state = 0;
+	memset(rsx_watch, 0, rsx_watch_cap * sizeof(*rsx_watch));
+	atomic_store(&rsx_watch_busy, NULL);
+}
+
+/* In a fork child: s's stand-in was the parent's connection's. */
+void rsx_ready_fork_drop(struct rsx_sock *s)
+{
+	struct rsx_ready *r = s->rdy;
+
+	if (!r)
+		return;
+	s->rdy = NULL;
+	rsx_ready_free(r);
+}

@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef RSX_READY_H
+#define RSX_READY_H
+
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <time.h>
+
+#include "sock.h"
+
+/*
+ * Readiness of upgraded sockets for poll, select and epoll.
+ *
+ * Bytes that arrive in a ring do not make the kernel socket readable, and a
+ * full ring does not make it unwritable.  So an upgraded socket that the
+ * program waits on gets a stand-in: a private AF_UNIX datagram socket pair
+ * (x, y) whose end x the kernel reports exactly as the connection stands:
+ *
+ *   readable   a one-byte datagram from y waits in x (taken back when the
+ *              connection has nothing more to read)
+ *   writable   x's send buffer (shrunk to the minimum) is not full: one
+ *              1 KiB datagram from x to y, waiting unread in y, makes x
+ *              unwritable until y takes it back
+ *   RDHUP      shutdown(x, SHUT_RD): EOF, for good
+ *   HUP        shutdown(x, SHUT_RDWR): the connection broke
+ *
+ * poll and select wait on x in place of the socket; epoll sets get x
+ * registered with the program's own events and data in place of the socket
+ * (so edge-triggered, one-shot, exclusive and nested epoll keep the
+ * kernel's semantics).  One thread per process (the watcher) sleeps on the
+ * completion channels and TCP ends of these connections and brings x up to
+ * date when something arrives; every call that changes a connection does
+ * the same on its way out.
+ */
+struct rsx_ready {
+	int x;			/* what the program's waits see */
+	int y;			/* our end */
+	int tcp;		/* private dup of the TCP socket, for the watcher */
+	uint32_t slot;		/* in the watcher's table */
+	uint8_t in;		/* x shows readable */
+	uint8_t blocked;	/* x shows unwritable */
+	uint8_t rdhup;
+	uint8_t hup;
+};
+
+/* What a connection looks like to a waiter (upgrade.c computes it). */
+struct rsx_ready_state {
+	uint8_t in, out, rdhup, hup;
+};
+
+int rsx_ready_on(struct rsx_sock *s, int fd);
+void rsx_ready_off(struct rsx_sock *s);
+void rsx_ready_quiesce(struct rsx_sock *s);
+void rsx_ready_show(struct rsx_sock *s, const struct rsx_ready_state *st);
+int rsx_ready_swap(struct rsx_sock *s);
+void rsx_ready_forget_fd(struct rsx_sock *s, int fd);
+void rsx_ready_fork_child(void);
+void rsx_ready_fork_drop(struct rsx_sock *s);
+
+/* epoll_ctl on a socket we track; 1: not ours, make the real call. */
+int rsx_ready_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
+
+/*
+ * poll: rsx_poll_enter puts the stand-ins in place of upgraded sockets
+ * (returns how many, or -errno), the shim makes the real call, and
+ * rsx_poll_leave puts the program's descriptors back.
+ */
+#define RSX_POLL_SAVE 64
+struct rsx_poll_ent {
+	unsigned int idx;
+	int fd;
+};
+struct rsx_poll_save {
+	unsigned int n;
+	unsigned int cap;
+	struct rsx_poll_ent *ent;	/* local, or malloc()ed when many */
+	struct rsx_poll_ent local[RSX_POLL_SAVE];
+};
+int rsx_poll_enter(struct pollfd *fds, nfds_t nfds, struct rsx_poll_save *sv);
+void rsx_poll_leave(struct pollfd *fds, struct rsx_poll_save *sv);
+
+/* select and pselect with an upgraded socket among the sets: done as ppoll.
+ * Returns 1 when no set holds one (make the real call). */
+int rsx_select_needs(int nfds, const fd_set *r, const fd_set *w,
+		     const fd_set *e);
+int rsx_select_poll(int nfds, fd_set *r, fd_set *w, fd_set *e,
+		    struct timespec *ts, const sigset_t *ss);
+
+/* A watcher event for s (upgrade.c): chan and tcp say which fired. */
+void rsx_sock_ready_event(struct rsx_sock *s, int chan, uint32_t tcp_ev);
+/* Recomputes what x shows (under s->lock). */
+void rsx_sock_ready_sync(struct rsx_sock *s);
+
+#endif

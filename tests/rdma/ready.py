@@ -1,0 +1,349 @@
+"""Event-driven patterns for tests/rdma/ready.sh.
+
+    ready.py SCENARIO server|client HOST PORT [SEED]
+
+Each side checks every byte itself and prints "ready.py: ok SCENARIO ROLE"
+last; anything else is a failure (exit status 1).  Scenarios:
+
+  asyncio   asyncio echo server and client (epoll, level-triggered)
+  et        server: epoll edge-triggered + EPOLLONESHOT, non-blocking, echo
+            with partial writes; client: poll() on a non-blocking socket,
+            sending and reading the echo at once (both rings fill)
+  select    client: select() with timeouts; server: blocking echo
+  timing    poll() timeouts on an idle upgraded socket, POLLOUT going away
+            when the peer's ring is full and back when it reads, POLLRDHUP
+            and EOF after the peer's shutdown
+"""
+import asyncio
+import hashlib
+import os
+import random
+import select
+import socket
+import sys
+import time
+
+TOTAL = 3 << 20
+
+
+def fail(msg):
+    print("ready.py: FAIL %s" % msg, flush=True)
+    sys.exit(1)
+
+
+def chunks(seed):
+    rnd = random.Random(seed)
+    left = TOTAL
+    while left:
+        n = min(left, rnd.choice((1, 7, 100, 1500, 4096, 65536, 200000)))
+        left -= n
+        yield rnd.randbytes(n)
+
+
+def listen(host, port):
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    ls = socket.socket(fam, socket.SOCK_STREAM)
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((host, port))
+    ls.listen(8)
+    return ls
+
+
+def connect(host, port):
+    src = os.environ.get("READY_BIND")
+    return socket.create_connection((host, port), timeout=60,
+                                    source_address=(src, 0) if src else None)
+
+
+# asyncio ----------------------------------------------------------------
+async def aecho_server(host, port, done):
+    async def handle(r, w):
+        while True:
+            data = await r.read(100000)
+            if not data:
+                break
+            w.write(data)
+            await w.drain()
+        w.close()
+        done.set_result(True)
+    srv = await asyncio.start_server(handle, host, port)
+    async with srv:
+        await asyncio.wait_for(done, 120)
+
+
+async def aecho_client(host, port, seed):
+    src = os.environ.get("READY_BIND")
+    r, w = await asyncio.open_connection(
+        host, port, local_addr=(src, 0) if src else None)
+    want = hashlib.sha256()
+    got = hashlib.sha256()
+    sent = recvd = 0
+
+    async def reader():
+        nonlocal recvd
+        while recvd < TOTAL:
+            data = await r.read(100000)
+            if not data:
+                fail("asyncio client: EOF after %d bytes" % recvd)
+            got.update(data)
+            recvd += len(data)
+    rt = asyncio.ensure_future(reader())
+    for c in chunks(seed):
+        want.update(c)
+        sent += len(c)
+        w.write(c)
+        await w.drain()
+    await asyncio.wait_for(rt, 120)
+    w.close()
+    if want.digest() != got.digest():
+        fail("asyncio client: echo differs")
+
+
+# epoll edge-triggered one-shot server, poll() client --------------------
+def et_server(ls):
+    conn, _ = ls.accept()
+    conn.setblocking(False)
+    ep = select.epoll()
+    mask = select.EPOLLIN | select.EPOLLET | select.EPOLLONESHOT | \
+        select.EPOLLRDHUP
+    ep.register(conn.fileno(), mask)
+    pending = b""
+    eof = False
+    wakeups = 0
+    while not (eof and not pending):
+        evs = ep.poll(30)
+        if not evs:
+            fail("et server: no event in 30 s")
+        wakeups += 1
+        # edge-triggered: read until EAGAIN
+        while not eof and len(pending) < 1 << 20:
+            try:
+                data = conn.recv(65536)
+            except BlockingIOError:
+                break
+            if not data:
+                eof = True
+                break
+            pending += data
+        while pending:
+            try:
+                n = conn.send(pending[:262144])
+            except BlockingIOError:
+                break
+            pending = pending[n:]
+        want = select.EPOLLET | select.EPOLLONESHOT | select.EPOLLRDHUP
+        if pending:
+            want |= select.EPOLLOUT
+        if len(pending) < 1 << 20 and not eof:
+            want |= select.EPOLLIN
+        ep.modify(conn.fileno(), want)
+    conn.close()
+    print("ready.py: et server wakeups %d" % wakeups)
+
+
+def poll_client(host, port, seed):
+    s = connect(host, port)
+    s.setblocking(False)
+    p = select.poll()
+    data = b"".join(chunks(seed))
+    want = hashlib.sha256(data).digest()
+    got = hashlib.sha256()
+    off = recvd = 0
+    while recvd < TOTAL:
+        ev = select.POLLIN | (select.POLLOUT if off < len(data) else 0)
+        p.register(s, ev)
+        r = p.poll(30000)
+        if not r:
+            fail("poll client: nothing in 30 s (sent %d, got %d)" %
+                 (off, recvd))
+        rev = r[0][1]
+        if rev & select.POLLOUT:
+            try:
+                off += s.send(data[off:off + 300000])
+            except BlockingIOError:
+                pass
+            if off == len(data):
+                s.shutdown(socket.SHUT_WR)
+        if rev & (select.POLLIN | select.POLLHUP):
+            try:
+                b = s.recv(200000)
+            except BlockingIOError:
+                continue
+            if not b:
+                fail("poll client: EOF after %d bytes" % recvd)
+            got.update(b)
+            recvd += len(b)
+    if got.digest() != want:
+        fail("poll client: echo differs")
+    s.close()
+
+
+# select client, blocking echo server ------------------------------------
+def blocking_echo(ls):
+    conn, _ = ls.accept()
+    while True:
+        b = conn.recv(65536)
+        if not b:
+            break
+        conn.sendall(b)
+    conn.close()
+
+
+def select_client(host, port, seed):
+    s = connect(host, port)
+    s.setblocking(False)
+    data = b"".join(chunks(seed))
+    got = hashlib.sha256()
+    off = recvd = 0
+    while recvd < TOTAL:
+        w = [s] if off < len(data) else []
+        r, w, _ = select.select([s], w, [], 30)
+        if not r and not w:
+            fail("select client: nothing in 30 s")
+        if w:
+            try:
+                off += s.send(data[off:off + 100000])
+            except BlockingIOError:
+                pass
+            if off == len(data):
+                s.shutdown(socket.SHUT_WR)
+        if r:
+            try:
+                b = s.recv(100000)
+            except BlockingIOError:
+                continue
+            if not b:
+                fail("select client: EOF after %d" % recvd)
+            got.update(b)
+            recvd += len(b)
+    if got.digest() != hashlib.sha256(data).digest():
+        fail("select client: echo differs")
+    s.close()
+
+
+# timing ------------------------------------------------------------------
+def timing_server(ls):
+    conn, _ = ls.accept()
+    if conn.recv(1) != b"h":        # the client speaks first
+        fail("timing server: no hello")
+    conn.sendall(b"h")
+    time.sleep(1.0)                 # client: poll times out
+    conn.sendall(b"x")
+    if conn.recv(1) != b"f":        # client: ring full now
+        fail("timing server: no 'full' note")
+    time.sleep(1.0)                 # client: POLLOUT stays off
+    n = 0
+    conn.setblocking(False)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            b = conn.recv(1 << 20)
+        except BlockingIOError:
+            select.select([conn], [], [], 0.5)
+            continue
+        if not b:
+            break
+        n += len(b)
+        if b.endswith(b"E"):
+            break
+    conn.setblocking(True)
+    conn.shutdown(socket.SHUT_WR)
+    time.sleep(0.5)
+    conn.close()
+    print("ready.py: timing server drained %d" % n)
+
+
+def timing_client(host, port):
+    s = connect(host, port)
+    s.sendall(b"h")
+    if s.recv(1) != b"h":
+        fail("timing client: no hello")
+    s.setblocking(False)
+    p = select.poll()
+    p.register(s, select.POLLIN)
+    t = time.monotonic()
+    r = p.poll(300)
+    dt = time.monotonic() - t
+    if r:
+        fail("timing client: idle socket polled readable: %r" % r)
+    if dt < 0.29 or dt > 2.0:
+        fail("timing client: poll(300 ms) took %.3f s" % dt)
+    r = p.poll(5000)
+    if not r or not r[0][1] & select.POLLIN:
+        fail("timing client: data not reported: %r" % r)
+    if s.recv(10) != b"x":
+        fail("timing client: wrong byte")
+    if p.poll(0):
+        fail("timing client: readable after reading everything")
+    s.send(b"f")
+    # fill the ring: non-blocking writes until EAGAIN
+    total = 0
+    blob = b"\0" * 65536
+    while True:
+        try:
+            total += s.send(blob)
+        except BlockingIOError:
+            break
+        if total > 64 << 20:
+            fail("timing client: 64 MiB written without EAGAIN")
+    p.modify(s, select.POLLOUT)
+    r = p.poll(300)
+    if r:
+        fail("timing client: writable with a full ring: %r" % r)
+    t = time.monotonic()
+    r = p.poll(10000)
+    if not r or not r[0][1] & select.POLLOUT:
+        fail("timing client: POLLOUT did not come back: %r" % r)
+    # tell the server to stop, then wait for its EOF
+    while True:
+        try:
+            s.send(b"E")
+            break
+        except BlockingIOError:
+            select.select([], [s], [], 1)
+    p.modify(s, select.POLLIN | select.POLLRDHUP)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        r = p.poll(5000)
+        if r and r[0][1] & select.POLLRDHUP:
+            break
+    else:
+        fail("timing client: no POLLRDHUP after the peer's shutdown")
+    if s.recv(10) != b"":
+        fail("timing client: no EOF")
+    print("ready.py: timing client filled %d bytes" % total)
+    s.close()
+
+
+def main():
+    scen, role, host, port = sys.argv[1:5]
+    port = int(port)
+    seed = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+    if role == "server":
+        if scen == "asyncio":
+            async def run():
+                await aecho_server(host, port,
+                                   asyncio.get_running_loop().create_future())
+            asyncio.run(run())
+        else:
+            ls = listen(host, port)
+            {"et": et_server, "select": blocking_echo,
+             "timing": timing_server}[scen](ls)
+    else:
+        if scen == "asyncio":
+            asyncio.run(aecho_client(host, port, seed))
+        elif scen == "et":
+            poll_client(host, port, seed)
+        elif scen == "select":
+            select_client(host, port, seed)
+        else:
+            timing_client(host, port)
+    print("ready.py: ok %s %s" % (scen, role), flush=True)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except OSError as e:
+        fail("%s: %s" % (type(e).__name__, e))
+    sys.exit(0)
