@@ -10,6 +10,12 @@ last; anything else is a failure (exit status 1).  Scenarios:
             with partial writes; client: poll() on a non-blocking socket,
             sending and reading the echo at once (both rings fill)
   select    client: select() with timeouts; server: blocking echo
+  epmisc    client: epoll on a socket upgraded before it was added;
+            level- and edge-triggered sets at once, an epoll set inside
+            another and inside poll(), a dup()ed descriptor, one-shot,
+            exclusive, DEL, the program's data preserved, timeouts, RDHUP
+  threads   client: a writer thread, a reader thread and a poll() thread
+            on one blocking socket; server: blocking echo
   timing    poll() timeouts on an idle upgraded socket, POLLOUT going away
             when the peer's ring is full and back when it reads, POLLRDHUP
             and EOF after the peer's shutdown
@@ -221,6 +227,141 @@ def select_client(host, port, seed):
     s.close()
 
 
+# epoll details -----------------------------------------------------------
+def expect(what, got, want):
+    if got != want:
+        fail("epmisc: %s: got %r, want %r" % (what, got, want))
+
+
+def epmisc_client(host, port):
+    s = connect(host, port)
+    s.sendall(b"hello")             # upgraded before any epoll sees it
+    if s.recv(5) != b"hello":
+        fail("epmisc: no echo")
+    fd = s.fileno()
+    IN, ET, RDHUP = select.EPOLLIN, select.EPOLLET, select.EPOLLRDHUP
+    lt, et, outer = select.epoll(), select.epoll(), select.epoll()
+    lt.register(fd, IN)
+    et.register(fd, IN | ET)
+    outer.register(lt.fileno(), IN)
+    p = select.poll()
+    p.register(et.fileno(), select.POLLIN)
+    expect("idle lt", lt.poll(0), [])
+    expect("idle outer", outer.poll(0), [])
+    expect("idle poll of et", p.poll(0), [])
+    s.sendall(b"ping")
+    expect("outer sees lt", outer.poll(10), [(lt.fileno(), IN)])
+    expect("poll sees et", p.poll(10000), [(et.fileno(), select.POLLIN)])
+    expect("lt", lt.poll(0), [(fd, IN)])
+    expect("lt again (level)", lt.poll(0), [(fd, IN)])
+    expect("et", et.poll(0), [(fd, IN)])
+    expect("et again (no new edge)", et.poll(0), [])
+    expect("read", s.recv(4), b"ping")
+    expect("lt drained", lt.poll(0), [])
+    s.sendall(b"more")
+    expect("et new edge", et.poll(10), [(fd, IN)])
+    expect("read", s.recv(4), b"more")
+
+    d = os.dup(fd)                  # same connection through an alias
+    ep3 = select.epoll()
+    ep3.register(d, IN)
+    s.sendall(b"x")
+    expect("dup in its own set", ep3.poll(10), [(d, IN)])
+    expect("read via dup", os.read(d, 1), b"x")
+    ep3.close()
+    os.close(d)                     # the connection stays
+
+    lt.modify(fd, IN | select.EPOLLONESHOT)
+    s.sendall(b"a")
+    expect("one-shot fires", lt.poll(10), [(fd, IN)])
+    expect("one-shot disabled", lt.poll(0.3), [])
+    lt.modify(fd, IN | select.EPOLLONESHOT)
+    expect("re-armed", lt.poll(10), [(fd, IN)])
+    expect("read", s.recv(1), b"a")
+    lt.unregister(fd)
+    s.sendall(b"c")
+    expect("after DEL", lt.poll(0.3), [])
+    expect("read", s.recv(1), b"c")
+    ex = select.epoll()
+    ex.register(fd, IN | select.EPOLLEXCLUSIVE)
+    s.sendall(b"e")
+    expect("exclusive", ex.poll(10), [(fd, IN)])
+    expect("read", s.recv(1), b"e")
+    lt.register(fd, IN | RDHUP)
+    t = time.monotonic()
+    expect("timeout", lt.poll(0.3), [])
+    dt = time.monotonic() - t
+    if dt < 0.29 or dt > 2:
+        fail("epmisc: epoll_wait(300 ms) took %.3f s" % dt)
+    s.shutdown(socket.SHUT_WR)      # the echo server closes
+    r = lt.poll(10)
+    if not r or not r[0][1] & RDHUP:
+        fail("epmisc: no EPOLLRDHUP at the end: %r" % r)
+    expect("EOF", s.recv(10), b"")
+    s.close()
+
+
+# threads -----------------------------------------------------------------
+def threads_client(host, port, seed):
+    import threading
+    s = connect(host, port)
+    data = b"".join(chunks(seed))
+    got = hashlib.sha256()
+    errors = []
+    stop = threading.Event()
+    polls = [0]
+
+    def writer():
+        try:
+            off = 0
+            rnd = random.Random(seed)
+            while off < len(data):
+                n = rnd.choice((1, 100, 5000, 70000))
+                s.sendall(data[off:off + n])
+                off += n
+        except OSError as e:
+            errors.append("writer: %s" % e)
+
+    def reader():
+        n = 0
+        try:
+            while n < len(data):
+                b = s.recv(rnd_size())
+                if not b:
+                    errors.append("reader: EOF after %d" % n)
+                    return
+                got.update(b)
+                n += len(b)
+        except OSError as e:
+            errors.append("reader: %s" % e)
+
+    def poller():
+        p = select.poll()
+        p.register(s, select.POLLIN | select.POLLOUT)
+        while not stop.is_set():
+            p.poll(10)
+            polls[0] += 1
+            time.sleep(0.005)
+
+    rnd = random.Random(seed + 1)
+
+    def rnd_size():
+        return rnd.choice((1, 1000, 65536))
+    ts = [threading.Thread(target=f) for f in (writer, reader, poller)]
+    for t in ts:
+        t.start()
+    ts[0].join(120)
+    ts[1].join(120)
+    stop.set()
+    ts[2].join(10)
+    if errors:
+        fail("threads: %s" % "; ".join(errors))
+    if got.digest() != hashlib.sha256(data).digest():
+        fail("threads: echo differs")
+    print("ready.py: threads: %d polls meanwhile" % polls[0])
+    s.close()
+
+
 # timing ------------------------------------------------------------------
 def timing_server(ls):
     conn, _ = ls.accept()
@@ -328,6 +469,7 @@ def main():
         else:
             ls = listen(host, port)
             {"et": et_server, "select": blocking_echo,
+             "epmisc": blocking_echo, "threads": blocking_echo,
              "timing": timing_server}[scen](ls)
     else:
         if scen == "asyncio":
@@ -336,6 +478,10 @@ def main():
             poll_client(host, port, seed)
         elif scen == "select":
             select_client(host, port, seed)
+        elif scen == "epmisc":
+            epmisc_client(host, port)
+        elif scen == "threads":
+            threads_client(host, port, seed)
         else:
             timing_client(host, port)
     print("ready.py: ok %s %s" % (scen, role), flush=True)
