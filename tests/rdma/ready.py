@@ -16,6 +16,11 @@ last; anything else is a failure (exit status 1).  Scenarios:
             exclusive, DEL, the program's data preserved, timeouts, RDHUP
   threads   client: a writer thread, a reader thread and a poll() thread
             on one blocking socket; server: blocking echo
+  prefork   server: two fork()ed workers accept on the inherited listener
+            (two connections each); client: four connections in a row
+  forkconn  server: accept, fork, the child talks (three connections)
+  forkinherit  server: fork after the upgrade; the child's use of the
+            parent's connection fails with EIO, the parent goes on
   timing    poll() timeouts on an idle upgraded socket, POLLOUT going away
             when the peer's ring is full and back when it reads, POLLRDHUP
             and EOF after the peer's shutdown
@@ -362,6 +367,89 @@ def threads_client(host, port, seed):
     s.close()
 
 
+# processes ---------------------------------------------------------------
+def echo_conn(c):
+    while True:
+        b = c.recv(65536)
+        if not b:
+            break
+        c.sendall(b)
+    c.close()
+
+
+def reap_kids(kids):
+    for pid in kids:
+        _, st = os.waitpid(pid, 0)
+        if st:
+            fail("child %d: status %#x" % (pid, st))
+
+
+def prefork_server(ls):
+    kids = []
+    for _ in range(2):
+        pid = os.fork()
+        if pid == 0:
+            for _ in range(2):
+                echo_conn(ls.accept()[0])
+            raise SystemExit(0)     # exit(): the child's counters too
+        kids.append(pid)
+    ls.close()
+    reap_kids(kids)
+
+
+def forkconn_server(ls):
+    kids = []
+    for _ in range(3):
+        c, _ = ls.accept()
+        pid = os.fork()
+        if pid == 0:
+            ls.close()
+            echo_conn(c)
+            raise SystemExit(0)
+        c.close()
+        kids.append(pid)
+    reap_kids(kids)
+
+
+def forkinherit_server(ls):
+    c, _ = ls.accept()
+    c.sendall(c.recv(5))            # upgraded now
+    pid = os.fork()
+    if pid == 0:
+        try:
+            c.recv(1)
+        except OSError as e:
+            raise SystemExit(0 if e.errno == 5 else 2)   # EIO
+        raise SystemExit(3)
+    reap_kids([pid])
+    echo_conn(c)
+
+
+def echo_rounds(host, port, seed, conns):
+    for i in range(conns):
+        s = connect(host, port)
+        data = random.Random(seed + i).randbytes(100000)
+        # a first exchange: the bulk then goes after the cut-over
+        s.sendall(data[:5])
+        if s.recv(5, socket.MSG_WAITALL) != data[:5]:
+            fail("first echo")
+        if conns == 1:
+            time.sleep(0.5)     # the server forks meanwhile
+        data = data[5:]
+        # no shutdown(SHUT_WR) before the answer: that keeps TCP (BUGS)
+        s.sendall(data)
+        got = b""
+        while len(got) < len(data):
+            b = s.recv(65536)
+            if not b:
+                break
+            got += b
+        if got != data:
+            fail("connection %d: echo differs (%d of %d bytes)" %
+                 (i, len(got), len(data)))
+        s.close()
+
+
 # timing ------------------------------------------------------------------
 def timing_server(ls):
     conn, _ = ls.accept()
@@ -470,6 +558,8 @@ def main():
             ls = listen(host, port)
             {"et": et_server, "select": blocking_echo,
              "epmisc": blocking_echo, "threads": blocking_echo,
+             "prefork": prefork_server, "forkconn": forkconn_server,
+             "forkinherit": forkinherit_server,
              "timing": timing_server}[scen](ls)
     else:
         if scen == "asyncio":
@@ -482,6 +572,9 @@ def main():
             epmisc_client(host, port)
         elif scen == "threads":
             threads_client(host, port, seed)
+        elif scen in ("prefork", "forkconn", "forkinherit"):
+            echo_rounds(host, port, seed, {"prefork": 4, "forkconn": 3,
+                                           "forkinherit": 1}[scen])
         else:
             timing_client(host, port)
     print("ready.py: ok %s %s" % (scen, role), flush=True)

@@ -15,10 +15,10 @@ in_vm || skip_all "runs only in the test VM (tests/vm/run.sh)"
 READY_PY=$abs_top_srcdir/tests/rdma/ready.py
 printf 'rdma connect * *\n' >"$tmpdir/rdma.conf"
 
-# scenario NAME MINPKTS: server on B, client on A; results in $tmpdir/NAME.*
+# scenario NAME MINPKTS [blocking]: server on B, client on A; results in $tmpdir/NAME.*
 # READY_ONLY="a b": run just those (by hand).
 scenario() {
-	local name=$1 min=$2 port spid rc=0 s
+	local name=$1 min=$2 mode=${3:-} port spid rc=0 s
 	case " ${READY_ONLY:-$name} " in *" $name "*) ;; *) return ;; esac
 	port=$(vm_port)
 	rm -f "$tmpdir/$name".[sc]stats
@@ -40,6 +40,7 @@ scenario() {
 		test $rc = 0 -a "$(tail -n1 "$tmpdir/$name.client")" = "ready.py: ok $name client" \
 		-a "$(tail -n1 "$tmpdir/$name.server")" = "ready.py: ok $name server"
 	check "$name: upgraded on both ends" upgraded "$name"
+	[ "$mode" = blocking ] ||
 	check "$name: the waits used the stand-in" \
 		test $(($(stat_of "$tmpdir/$name.sstats" ready_on) +
 			$(stat_of "$tmpdir/$name.cstats" ready_on))) -ge 1
@@ -54,6 +55,18 @@ scenario select 100
 scenario timing 5
 scenario epmisc 5
 scenario threads 100
+# fork: connections accepted in pre-forked workers, or handed to a child
+# before their first byte, are upgraded in that process; a child's use of
+# a connection its parent upgraded fails with EIO (fallback_fork)
+scenario prefork 10 blocking
+check "prefork: four connections upgraded in the workers" \
+	test "$(stat_of "$tmpdir/prefork.sstats" upgraded)" = 4
+scenario forkconn 10 blocking
+check "forkconn: three connections upgraded in the children" \
+	test "$(stat_of "$tmpdir/forkconn.sstats" upgraded)" = 3
+scenario forkinherit 10 blocking
+check "forkinherit: the child got EIO, counted" \
+	test "$(stat_of "$tmpdir/forkinherit.sstats" fallback_fork)" -ge 1
 check "timing: the ring filled (about 256 KiB) before EAGAIN" \
 	grep -Eq 'filled (2[0-9]{5}|[3-9][0-9]{5})' "$tmpdir/timing.client"
 
