@@ -35,11 +35,13 @@ for master in off on; do
 		if app_nginx_start $l $master; then
 			check "$l: wrk 2 s, requests done, no non-2xx answer" app_wrk $l 2
 			diag "$l: $(cat "$tmpdir/$l.metric") requests/s"
-			# wrk counts a read() of -1 (EAGAIN too) after epoll said
-			# readable as a read error: a spurious EPOLLIN
+			# wrk counts a read() of -1 (EAGAIN too) or an early EOF
+			# as a read error; over TCP it has none, under rsockx one
+			# per run now and then (a plain LT-epoll client sees no
+			# spurious EPOLLIN): not explained yet
 			e=$(cat "$tmpdir/$l.sockerr" 2>/dev/null)
 			if [ "${e:-0}" = 0 ]; then ok "$l: no socket errors"
-			else not_ok "$l: no socket errors ($e) # TODO spurious readiness of upgraded sockets?"; fi
+			else not_ok "$l: no socket errors ($e) # TODO one wrk read error per run under rsockx, cause not found yet"; fi
 		else
 			not_ok "$l: nginx listens"
 		fi
