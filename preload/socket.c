@@ -94,8 +94,15 @@ RSX_EXPORT int shutdown(int fd, int how)
 RSX_EXPORT int getsockopt(int fd, int level, int name, void *val,
 			  socklen_t *len)
 {
+	int ret;
+
 	rsx_trace_call("getsockopt", fd);
-	return RSX_REAL(getsockopt)(fd, level, name, val, len);
+	ret = RSX_REAL(getsockopt)(fd, level, name, val, len);
+	/* how a program learns that its non-blocking connect() is done */
+	if (ret == 0 && level == SOL_SOCKET && name == SO_ERROR && val &&
+	    len && *len >= sizeof(int) && *(int *)val == 0 && rsx_engine(fd))
+		RSX_KEEP_ERRNO(rsx_on_connect_done(fd));
+	return ret;
 }
 
 RSX_EXPORT int setsockopt(int fd, int level, int name, const void *val,

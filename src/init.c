@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +14,12 @@
 #include "track.h"
 
 _Atomic int rsx_init_state;	/* 0: not yet, 1: running, 2: done */
-static const char *rsx_stats_file;
+/*
+ * A copy, not the environment string: programs that set their process
+ * title (redis-server, nginx's master and workers, postgres) write over
+ * the original environment block, and exit would find a different path.
+ */
+static char rsx_stats_file[PATH_MAX];
 
 /* A numeric knob from the environment; a bad value is logged and ignored. */
 static void rsx_env_num(const char *name, uint64_t min, uint64_t max,
@@ -90,7 +96,9 @@ static void rsx_init_env(void)
 		if (lvl < 0)
 			rsx_warn("RSOCKX_LOG: unknown level, using warn");
 	}
-	rsx_stats_file = secure_getenv("RSOCKX_STATS_FILE");
+	s = secure_getenv("RSOCKX_STATS_FILE");
+	if (s && strlen(s) < sizeof(rsx_stats_file))
+		strcpy(rsx_stats_file, s);
 	rsx_init_tunables();
 	conf = secure_getenv("RSOCKX_CONF");
 	if (!conf)
@@ -128,6 +136,6 @@ int rsx_init_slow(void)
 void rsx_fini(void)
 {
 	rsx_exit_flush();
-	if (rsx_stats_file && *rsx_stats_file)
+	if (*rsx_stats_file)
 		rsx_stats_dump(rsx_stats_file);
 }

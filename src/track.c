@@ -175,6 +175,24 @@ void rsx_on_connect(int fd, const struct sockaddr *sa, socklen_t len,
 	rsx_sock_connected(s, fd, s->action, connected);
 }
 
+/*
+ * getsockopt(SO_ERROR) said 0: a non-blocking connect() may have completed.
+ * If it has (the socket has a peer), the HELLO goes now, as after a
+ * blocking connect(): a client that only reads would otherwise send it with
+ * its first read, after the server spoke first, too late for the upgrade.
+ */
+void rsx_on_connect_done(int fd)
+{
+	struct rsx_sock *s = rsx_fd_peek(fd);
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (!s || s->kind != RSX_SOCK_TCP || s->state != RSX_ST_CLIENT_NEW ||
+	    rsx_libc.getpeername(fd, (struct sockaddr *)&ss, &len))
+		return;
+	rsx_sock_connected(s, fd, s->action, 1);
+}
+
 /* dup(), fcntl(F_DUPFD*): newfd was free, so its slot can only be stale. */
 void rsx_on_dup(int oldfd, int newfd)
 {

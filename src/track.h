@@ -16,6 +16,7 @@ void rsx_on_accept(int lfd, int fd, int flags);
 void rsx_on_listen(int fd);
 void rsx_on_connect_prepare(int fd, const struct sockaddr *sa,
 			    socklen_t len);
+void rsx_on_connect_done(int fd);
 void rsx_on_connect(int fd, const struct sockaddr *sa, socklen_t len,
 		    int connected);
 void rsx_on_dup(int oldfd, int newfd);

@@ -1112,11 +1112,11 @@ void rsx_sock_connected(struct rsx_sock *s, int fd, int action,
 			int connected)
 {
 	pthread_mutex_lock(&s->lock);
-	if (s->state == RSX_ST_TCP && action == RSX_ACT_RDMA) {
+	if (s->state == RSX_ST_TCP && action == RSX_ACT_RDMA)
 		rsx_sock_set_state(s, RSX_ST_CLIENT_NEW);
-		if (connected)
-			rsx_client_start(s, fd, 1);
-	}
+	/* also when a non-blocking connect() turns out done (SO_ERROR) */
+	if (s->state == RSX_ST_CLIENT_NEW && connected)
+		rsx_client_start(s, fd, 1);
 	pthread_mutex_unlock(&s->lock);
 }
 

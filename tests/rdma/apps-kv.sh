@@ -1,0 +1,48 @@
+#!/bin/bash
+# Real programs over RDMA (issue 5), key-value stores: redis-server with
+# redis-benchmark (set, get, lpush, pipelining 16) and redis-cli (a 1 MB
+# random value set and got back byte for byte); memcached with a python3
+# text-protocol client (random values of 1 byte to 512 KiB, each got back
+# and compared, a multi-get, then 300 small set/get pairs).  Server on host
+# B under librsockx, clients under librsockx with rules that say rdma;
+# redis-benchmark and redis-cli cannot bind, so they run on B (B to B:
+# loopback inside rxe1), the memcached client binds to A (crosses to B).
+# vm-exclusive: yes
+# vm-timeout: 180
+. "$abs_top_srcdir/tests/lib.sh"
+. "$abs_top_srcdir/tests/vm/lib.sh"
+. "$abs_top_srcdir/tests/rdma/stream-lib.sh"
+in_vm || skip_all "runs only in the test VM (tests/vm/run.sh)"
+APPS_MODE=rsockx
+. "$abs_top_srcdir/tests/rdma/apps-lib.sh"
+
+if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null; then
+	s=$(rxe_snap)
+	if app_redis_start redis; then
+		check "redis-benchmark: set, get, lpush (-P 16, 5000 each) all report a rate" \
+			app_redis_bench redis 5000
+		diag "redis-benchmark: $(grep -E '^"(SET|GET|LPUSH)' "$tmpdir/redis.client" | cut -d, -f1,2 | tr '\n' ' ')"
+		check "redis-cli: a 1 MB random value SET and GET back byte for byte" \
+			app_redis_value redis 1000000
+	else
+		not_ok "redis-server listens"
+	fi
+	check "redis-server: clean shutdown (SIGTERM)" app_stop TERM
+	# benchmark: 4 connections per test and one for CONFIG, redis-cli: 2;
+	# the 1 MB SET leaves with the HELLO (TCP), the GET's answer is RDMA
+	app_upgraded redis 6 1000000
+	rdma_only_dev "redis: rxe1 carried it (B to B)" "$s" rxe1
+else
+	skip "redis-server/redis-tools not installed"
+fi
+
+if command -v memcached >/dev/null; then
+	s=$(rxe_snap)
+	check "memcached: 20 random values set and got back intact" app_memcached memcached 20
+	diag "$(grep '^memcached:' "$tmpdir/memcached.client")"
+	app_upgraded memcached 1 1000000
+	rdma_crossed "memcached: rxe0 and rxe1 both sent and received" "$s" 100
+else
+	skip "memcached not installed"
+fi
+done_testing
