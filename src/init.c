@@ -91,6 +91,9 @@ static void rsx_init_env(void)
 			rsx_warn("RSOCKX_LOG: unknown level, using warn");
 	}
 	rsx_stats_file = secure_getenv("RSOCKX_STATS_FILE");
+	s = secure_getenv("RSOCKX_STATS_SHM");
+	if (!s || strcmp(s, "0"))
+		rsx_stats_shm_enable();
 	rsx_init_tunables();
 	conf = secure_getenv("RSOCKX_CONF");
 	if (!conf)
@@ -130,4 +133,5 @@ void rsx_fini(void)
 	rsx_exit_flush();
 	if (rsx_stats_file && *rsx_stats_file)
 		rsx_stats_dump(rsx_stats_file);
+	rsx_stats_exit();
 }

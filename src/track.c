@@ -33,7 +33,10 @@ static int rsx_tracking(void)
 		return 0;
 	if (rsx_config.disabled)
 		return 0;
-	return !rsx_fdtab_ready();
+	if (rsx_fdtab_ready())
+		return 0;
+	rsx_stats_publish();	/* the first TCP socket: make the region */
+	return 1;
 }
 
 static struct rsx_sock *rsx_track_new(int fd, int family, int role,
@@ -306,6 +309,7 @@ void rsx_dup2_end(int oldfd, int newfd, int ok, struct rsx_sock *prev)
 /* The child of fork() has copies of all descriptors and of our table. */
 void rsx_on_fork_child(void)
 {
+	rsx_stats_fork_child();	/* first: the counters mapped are the parent's */
 	rsx_stat_inc(RSX_STAT_forks);
 	rsx_fork_child_sockets();
 }
@@ -434,6 +438,7 @@ void rsx_adopt_inherited(const char *list)
 			rsx_fd_install(fd, s);
 		}
 		rsx_dbg("fd %d: inherited, its HELLO (if any) is dropped", fd);
+		rsx_stats_publish();
 		n++;
 	}
 }
