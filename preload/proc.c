@@ -14,6 +14,8 @@ RSX_EXPORT pid_t fork(void)
 	pid_t pid;
 
 	rsx_trace_call("fork", -1);
+	if (!rsx_guarded())
+		rsx_stats_fork_prepare();
 	pid = RSX_REAL(fork)();
 	if (pid == 0 && !rsx_guarded())
 		RSX_KEEP_ERRNO(rsx_on_fork_child());
@@ -25,6 +27,8 @@ RSX_EXPORT pid_t _Fork(void)
 	pid_t pid;
 
 	rsx_trace_call("_Fork", -1);
+	if (!rsx_guarded())
+		rsx_stats_fork_prepare();
 	pid = RSX_REAL(_Fork)();
 	if (pid == 0 && !rsx_guarded())
 		RSX_KEEP_ERRNO(rsx_on_fork_child());
@@ -37,6 +41,8 @@ RSX_EXPORT int daemon(int nochdir, int noclose)
 	int ret;
 
 	rsx_trace_call("daemon", -1);
+	if (!rsx_guarded())
+		rsx_stats_fork_prepare();
 	ret = RSX_REAL(daemon)(nochdir, noclose);
 	if (ret == 0 && !rsx_guarded())
 		RSX_KEEP_ERRNO(rsx_on_fork_child());

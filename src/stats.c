@@ -250,24 +250,38 @@ int rsx_stats_publish_slow(void)
 }
 
 /*
+ * Right before fork(): the child will start with the parent's counts, as
+ * it would without the region, but the region is shared with the child
+ * and keeps changing (the parent may count its exec before the child
+ * runs at all).  So the counts are copied into the private array, unused
+ * while the region is mapped, for the child to start from.
+ */
+void rsx_stats_fork_prepare(void)
+{
+	_Atomic uint64_t *cur = atomic_load(&rsx_stats);
+	unsigned int i;
+
+	if (cur == rsx_stats_private)
+		return;
+	for (i = 0; i < RSX_STAT_COUNT; i++)
+		atomic_store_explicit(&rsx_stats_private[i],
+				      atomic_load_explicit(&cur[i],
+							   memory_order_relaxed),
+				      memory_order_relaxed);
+}
+
+/*
  * In a fork child, before anything else is counted: the counters mapped
- * are the parent's.  They are copied back into the private array (the
- * child starts with the parent's counts, as it would without the region),
- * the parent's mapping goes, and the child makes its own region.
+ * are the parent's.  The child counts in the private array again (the
+ * copy made before the fork), the parent's mapping goes, and the child
+ * makes its own region.
  */
 void rsx_stats_fork_child(void)
 {
-	_Atomic uint64_t *cur = atomic_load(&rsx_stats);
 	int pub = atomic_load(&rsx_stats_pub);
-	unsigned int i;
 
-	if (cur != rsx_stats_private) {
-		for (i = 0; i < RSX_STAT_COUNT; i++)
-			atomic_store_explicit(&rsx_stats_private[i],
-					      atomic_load(&cur[i]),
-					      memory_order_relaxed);
+	if (atomic_load(&rsx_stats) != rsx_stats_private)
 		atomic_store(&rsx_stats, rsx_stats_private);
-	}
 	if (rsx_shm) {
 		munmap(rsx_shm, rsx_shm_size);
 		rsx_shm = NULL;

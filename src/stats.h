@@ -102,6 +102,7 @@ extern _Atomic int rsx_stats_pub;
 
 void rsx_stats_shm_enable(void);
 int rsx_stats_publish_slow(void);
+void rsx_stats_fork_prepare(void);
 void rsx_stats_fork_child(void);
 void rsx_stats_exec(int starting);
 void rsx_stats_exit(void);

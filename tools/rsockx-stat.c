@@ -115,14 +115,18 @@ static long parse_long(const char *s, const char *what, long min, long max)
 	return v;
 }
 
-/* Field 22 of /proc/PID/stat (start time in ticks), or 0. */
-static uint64_t start_ticks(pid_t pid)
+/*
+ * Field 22 of /proc/PID/stat (start time in ticks), or 0; *state gets
+ * field 3 (Z for a zombie), or 0.
+ */
+static uint64_t start_ticks(pid_t pid, char *state)
 {
 	char path[64], buf[1024], *p;
 	uint64_t v = 0;
 	int fd, field;
 	ssize_t n;
 
+	*state = 0;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -133,8 +137,9 @@ static uint64_t start_ticks(pid_t pid)
 		return 0;
 	buf[n] = 0;
 	p = strrchr(buf, ')');
-	if (!p)
+	if (!p || !p[1] || !p[2])
 		return 0;
+	*state = p[2];
 	for (p += 2, field = 3; *p && field < 22; p++)
 		if (*p == ' ')
 			field++;
@@ -144,16 +149,19 @@ static uint64_t start_ticks(pid_t pid)
 }
 
 /*
- * Is the process that wrote the region gone?  Its pid is free (ESRCH), or
- * taken by a process that started at another time.
+ * Is the process that wrote the region gone?  Its pid is free (ESRCH),
+ * a zombie, or taken by a process that started at another time.
  */
 static int proc_gone(const struct rsx_shm_hdr *h)
 {
 	uint64_t now;
+	char state;
 
 	if (kill(h->pid, 0) && errno == ESRCH)
 		return 1;
-	now = start_ticks(h->pid);
+	now = start_ticks(h->pid, &state);
+	if (state == 'Z' || state == 'X')
+		return 1;
 	return h->start_ticks && now && now != h->start_ticks;
 }
 
