@@ -9,6 +9,7 @@
 
 #include "libc.h"
 #include "log.h"
+#include "sock.h"
 #include "stats.h"
 #include "statshm.h"
 
@@ -16,9 +17,24 @@ static _Atomic uint64_t rsx_stats_private[RSX_STAT_COUNT];
 _Atomic uint64_t *_Atomic rsx_stats = rsx_stats_private;
 _Atomic int rsx_stats_pub = RSX_PUB_OFF;
 
+/* The region names states and roles by the numbers of sock.h. */
+_Static_assert(RSX_ST_TCP == 0 && RSX_ST_UPGRADED == 5 && RSX_ST_FORKED == 6,
+	       "RSX_SHM_CONN_STATES follows enum rsx_state");
+_Static_assert(RSX_ROLE_CONNECTOR == 2 && RSX_ROLE_ACCEPTED == 3,
+	       "RSX_SHM_CONN_ROLES follows enum rsx_sock_role");
+
 /* The region this process writes (NULL: none), and its length. */
 static struct rsx_shm_hdr *rsx_shm;
 static size_t rsx_shm_size;
+
+/*
+ * Its connection entries, and which socket object each entry is (0: free),
+ * kept here rather than in the region: a look-up scans 1 KiB of private
+ * memory.  rsx_conn_snap: the entries as they were before fork().
+ */
+static struct rsx_shm_conn *rsx_shm_conn;
+static _Atomic uintptr_t rsx_conn_key[RSX_SHM_CONNS];
+static struct rsx_shm_conn rsx_conn_snap[RSX_SHM_CONNS];
 
 static const char *const rsx_stat_names[] = {
 #define RSX_STAT_NAME(name) #name,
@@ -150,7 +166,7 @@ static int rsx_shm_open(const char *path)
 
 static int rsx_shm_create(void)
 {
-	size_t names_off = RSX_SHM_HDR_SIZE, counters_off, size;
+	size_t names_off = RSX_SHM_HDR_SIZE, counters_off, conns_off, size;
 	size_t page = getpagesize();
 	_Atomic uint64_t *counters, *old;
 	struct rsx_shm_hdr *h;
@@ -161,8 +177,10 @@ static int rsx_shm_create(void)
 
 	counters_off = (names_off + RSX_STAT_COUNT * RSX_SHM_NAME_LEN + 63) &
 		       ~(size_t)63;
-	size = (counters_off + RSX_STAT_COUNT * sizeof(uint64_t) + page - 1) &
-	       ~(page - 1);
+	conns_off = (counters_off + RSX_STAT_COUNT * sizeof(uint64_t) + 63) &
+		    ~(size_t)63;
+	size = (conns_off + RSX_SHM_CONNS * sizeof(struct rsx_shm_conn) +
+		page - 1) & ~(page - 1);
 	rsx_shm_path(path, pid);
 	fd = rsx_shm_open(path);
 	if (fd < 0 && errno == EEXIST) {
@@ -201,6 +219,12 @@ static int rsx_shm_create(void)
 	h->start_ticks = rsx_start_ticks();
 	h->start_ns = rsx_now_ns();
 	strncpy(h->comm, program_invocation_short_name, sizeof(h->comm) - 1);
+	h->conns_off = conns_off;
+	h->nconns = RSX_SHM_CONNS;
+	h->conn_size = sizeof(struct rsx_shm_conn);
+	rsx_shm_conn = (struct rsx_shm_conn *)((char *)h + conns_off);
+	for (i = 0; i < RSX_SHM_CONNS; i++)
+		atomic_store(&rsx_shm_conn[i].fd, -1);
 	names = (char *)h + names_off;
 	for (i = 0; i < RSX_STAT_COUNT; i++)
 		strncpy(names + i * RSX_SHM_NAME_LEN, rsx_stat_names[i],
@@ -268,6 +292,13 @@ void rsx_stats_fork_prepare(void)
 				      atomic_load_explicit(&cur[i],
 							   memory_order_relaxed),
 				      memory_order_relaxed);
+	if (!rsx_shm_conn)
+		return;
+	for (i = 0; i < RSX_SHM_CONNS; i++)
+		if (atomic_load_explicit(&rsx_conn_key[i],
+					 memory_order_relaxed))
+			memcpy(&rsx_conn_snap[i], &rsx_shm_conn[i],
+			       sizeof(rsx_conn_snap[i]));
 }
 
 /*
@@ -279,17 +310,28 @@ void rsx_stats_fork_prepare(void)
 void rsx_stats_fork_child(void)
 {
 	int pub = atomic_load(&rsx_stats_pub);
+	unsigned int i;
 
 	if (atomic_load(&rsx_stats) != rsx_stats_private)
 		atomic_store(&rsx_stats, rsx_stats_private);
 	if (rsx_shm) {
 		munmap(rsx_shm, rsx_shm_size);
 		rsx_shm = NULL;
+		rsx_shm_conn = NULL;
 	}
-	if (pub == RSX_PUB_MAPPED || pub == RSX_PUB_BUSY) {
-		atomic_store(&rsx_stats_pub, RSX_PUB_NONE);
-		rsx_stats_publish_slow();
+	if (pub != RSX_PUB_MAPPED && pub != RSX_PUB_BUSY)
+		return;
+	atomic_store(&rsx_stats_pub, RSX_PUB_NONE);
+	if (rsx_stats_publish_slow()) {
+		for (i = 0; i < RSX_SHM_CONNS; i++)
+			atomic_store(&rsx_conn_key[i], 0);
+		return;
 	}
+	/* the child has the parent's descriptors, hence its connections */
+	for (i = 0; i < RSX_SHM_CONNS; i++)
+		if (atomic_load(&rsx_conn_key[i]))
+			memcpy(&rsx_shm_conn[i], &rsx_conn_snap[i],
+			       sizeof(rsx_shm_conn[i]));
 }
 
 /* The region of this very process (not a vfork parent's), or NULL. */
@@ -323,4 +365,86 @@ void rsx_stats_exit(void)
 		return;
 	atomic_store(&h->end_ns, rsx_now_ns());
 	atomic_store(&h->state, RSX_SHM_EXITED);
+}
+
+/*
+ * Connection entries (statshm.h): written when a connection is tracked,
+ * changes state, or goes; key is its struct rsx_sock.  Entries of
+ * sockets found no room for are only counted.
+ */
+static int rsx_conn_find(uintptr_t key)
+{
+	int i;
+
+	for (i = 0; i < RSX_SHM_CONNS; i++)
+		if (atomic_load_explicit(&rsx_conn_key[i],
+					 memory_order_relaxed) == key)
+			return i;
+	return -1;
+}
+
+static int rsx_conn_ready(void)
+{
+	return atomic_load_explicit(&rsx_stats_pub, memory_order_acquire) ==
+	       RSX_PUB_MAPPED && rsx_shm_conn;
+}
+
+void rsx_stats_conn_open(const void *key, int fd, int family, int role,
+			 int state)
+{
+	uintptr_t k = (uintptr_t)key, zero;
+	struct rsx_shm_conn *e;
+	uint64_t now;
+	int i;
+
+	if (!rsx_conn_ready())
+		return;
+	i = rsx_conn_find(k);
+	for (zero = 0; i < 0; zero = 0) {
+		for (i = 0; i < RSX_SHM_CONNS; i++)
+			if (!atomic_load_explicit(&rsx_conn_key[i],
+						  memory_order_relaxed))
+				break;
+		if (i == RSX_SHM_CONNS) {
+			atomic_fetch_add(&rsx_shm->conns_full, 1);
+			return;
+		}
+		if (!atomic_compare_exchange_strong(&rsx_conn_key[i], &zero,
+						    k))
+			i = -1;		/* taken meanwhile: next one */
+	}
+	e = &rsx_shm_conn[i];
+	now = rsx_now_ns();
+	e->role = role;
+	e->family = family;
+	e->opened_ns = now;
+	atomic_store(&e->state, state);
+	atomic_store(&e->since_ns, now);
+	atomic_store_explicit(&e->fd, fd, memory_order_release);
+}
+
+void rsx_stats_conn_state(const void *key, int state)
+{
+	int i;
+
+	if (!rsx_conn_ready())
+		return;
+	i = rsx_conn_find((uintptr_t)key);
+	if (i < 0)
+		return;
+	atomic_store(&rsx_shm_conn[i].state, state);
+	atomic_store(&rsx_shm_conn[i].since_ns, rsx_now_ns());
+}
+
+void rsx_stats_conn_close(const void *key)
+{
+	int i;
+
+	if (!rsx_conn_ready())
+		return;
+	i = rsx_conn_find((uintptr_t)key);
+	if (i < 0)
+		return;
+	atomic_store(&rsx_shm_conn[i].fd, -1);
+	atomic_store(&rsx_conn_key[i], 0);
 }

@@ -107,6 +107,12 @@ void rsx_stats_fork_child(void);
 void rsx_stats_exec(int starting);
 void rsx_stats_exit(void);
 
+/* Connection entries of the region; key: the socket's struct rsx_sock. */
+void rsx_stats_conn_open(const void *key, int fd, int family, int role,
+			 int state);
+void rsx_stats_conn_state(const void *key, int state);
+void rsx_stats_conn_close(const void *key);
+
 static inline void rsx_stats_publish(void)
 {
 	if (atomic_load_explicit(&rsx_stats_pub, memory_order_relaxed) ==

@@ -93,8 +93,10 @@ void rsx_on_accept(int lfd, int fd, int flags)
 	rsx_stat_inc(RSX_STAT_tcp_accepted);
 	s = rsx_track_new(fd, l->family, RSX_ROLE_ACCEPTED,
 			  flags & SOCK_NONBLOCK);
-	if (s)
-		rsx_sock_accepted(s);
+	if (!s)
+		return;
+	rsx_stats_conn_open(s, fd, s->family, RSX_ROLE_ACCEPTED, s->state);
+	rsx_sock_accepted(s);
 }
 
 void rsx_on_setfl(int fd, int flags)
@@ -174,6 +176,7 @@ void rsx_on_connect(int fd, const struct sockaddr *sa, socklen_t len,
 		return;
 	atomic_store(&s->role, RSX_ROLE_CONNECTOR);
 	rsx_stat_inc(RSX_STAT_tcp_connected);
+	rsx_stats_conn_open(s, fd, s->family, RSX_ROLE_CONNECTOR, s->state);
 	rsx_sock_connected(s, fd, s->action, connected);
 }
 

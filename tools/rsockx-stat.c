@@ -8,6 +8,7 @@
  * once or every few seconds, and removes the regions of processes that are
  * gone.
  */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,13 +27,14 @@
 
 #include "statshm.h"
 
+#define RSX_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define MAX_PIDS	64
 #define MAX_COUNTERS	1024
 
 static const char *prog = "rsockx-stat";
 
 static struct {
-	int json, detail, all, keep, clean_only;
+	int json, detail, all, keep, clean_only, conns;
 	double interval;
 	long count;
 	pid_t pids[MAX_PIDS];
@@ -52,6 +54,16 @@ static const char *const pstate_name[] = {
 	[P_DEAD] = "dead",
 };
 
+static const char *const conn_state_name[] = RSX_SHM_CONN_STATES;
+static const char *const conn_role_name[] = RSX_SHM_CONN_ROLES;
+
+struct conn {
+	int fd;
+	unsigned int state, role, family;
+	uint64_t opened_ns, since_ns;
+	char local[64], remote[64];	/* "" when unknown */
+};
+
 /* One region, copied out of the mapping. */
 struct proc {
 	pid_t pid;
@@ -64,6 +76,9 @@ struct proc {
 	unsigned int n;
 	char (*names)[RSX_SHM_NAME_LEN];
 	uint64_t *val;
+	struct conn *conns;
+	unsigned int nconns;
+	uint32_t conns_full;
 };
 
 static void usage(FILE *f)
@@ -75,6 +90,7 @@ static void usage(FILE *f)
 "  -p, --pid PID        only this process (may be repeated)\n"
 "  -d, --counters       every non-zero counter of each process\n"
 "  -a, --all            every counter, zero ones too (implies --counters)\n"
+"  -C, --connections    the open connections of each process\n"
 "  -j, --json           JSON, one document per report\n"
 "  -i, --interval SEC   report again every SEC seconds\n"
 "  -c, --count N        stop after N reports (with --interval)\n"
@@ -180,8 +196,132 @@ static void proc_free(struct proc *p)
 {
 	free(p->names);
 	free(p->val);
+	free(p->conns);
 	p->names = NULL;
 	p->val = NULL;
+	p->conns = NULL;
+}
+
+/* The connection entries in use; an older layout without them has none. */
+static int read_conns(const void *map, const struct rsx_shm_hdr *h,
+		      struct proc *p)
+{
+	const struct rsx_shm_conn *e;
+	unsigned int i, n = h->nconns;
+	struct conn *c;
+	int fd;
+
+	p->nconns = 0;
+	p->conns_full = __atomic_load_n(&h->conns_full, __ATOMIC_RELAXED);
+	if (!n || h->conn_size < sizeof(*e) || n > 65536 ||
+	    (uint64_t)h->conns_off + (uint64_t)n * h->conn_size > h->size)
+		return 0;
+	p->conns = calloc(n, sizeof(*p->conns));
+	if (!p->conns)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		e = (const void *)((const char *)map + h->conns_off +
+				   (size_t)i * h->conn_size);
+		fd = __atomic_load_n(&e->fd, __ATOMIC_ACQUIRE);
+		if (fd < 0)
+			continue;
+		c = &p->conns[p->nconns++];
+		c->fd = fd;
+		c->state = __atomic_load_n(&e->state, __ATOMIC_RELAXED);
+		c->role = e->role;
+		c->family = e->family;
+		c->opened_ns = e->opened_ns;
+		c->since_ns = __atomic_load_n(&e->since_ns, __ATOMIC_RELAXED);
+	}
+	return 0;
+}
+
+static const char *conn_state(const struct conn *c)
+{
+	return c->state < RSX_ARRAY_LEN(conn_state_name) ?
+	       conn_state_name[c->state] : "?";
+}
+
+static const char *conn_role(const struct conn *c)
+{
+	return c->role < RSX_ARRAY_LEN(conn_role_name) ?
+	       conn_role_name[c->role] : "?";
+}
+
+/* "0100007F:1F90" of /proc/net/tcp (or the IPv6 form) to "a:p"/"[a]:p" */
+static void tcp_addr(const char *hex, char *out, size_t len)
+{
+	unsigned char a[16];
+	char ip[INET6_ADDRSTRLEN];
+	unsigned int port, w, i, j;
+	size_t n = strcspn(hex, ":");
+
+	out[0] = 0;
+	if ((n != 8 && n != 32) || sscanf(hex + n, ":%x", &port) != 1)
+		return;
+	/* the kernel prints each 32-bit word in host order */
+	for (i = 0; i < n / 8; i++) {
+		if (sscanf(hex + i * 8, "%8x", &w) != 1)
+			return;
+		for (j = 0; j < 4; j++)
+			a[i * 4 + j] = ((unsigned char *)&w)[j];
+	}
+	if (!inet_ntop(n == 8 ? AF_INET : AF_INET6, a, ip, sizeof(ip)))
+		return;
+	snprintf(out, len, n == 8 ? "%s:%u" : "[%s]:%u", ip, port);
+}
+
+/*
+ * The addresses of a live process's connections: the inode of each
+ * descriptor (/proc/PID/fd/FD is "socket:[INODE]"), looked up in the
+ * process's own network namespace (/proc/PID/net/tcp, tcp6).  Needs the
+ * rights to look at the process; without them the addresses stay empty.
+ */
+static void conn_addrs(struct proc *p)
+{
+	static const char *const files[] = { "tcp", "tcp6" };
+	unsigned long *ino, in;
+	char path[64], buf[512], loc[80], rem[80];
+	unsigned int i, f;
+	ssize_t n;
+	FILE *fp;
+
+	if (!p->nconns || p->state != P_LIVE)
+		return;
+	ino = calloc(p->nconns, sizeof(*ino));
+	if (!ino)
+		return;
+	for (i = 0; i < p->nconns; i++) {
+		snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)p->pid,
+			 p->conns[i].fd);
+		n = readlink(path, buf, sizeof(buf) - 1);
+		if (n > 0) {
+			buf[n] = 0;
+			sscanf(buf, "socket:[%lu]", &ino[i]);
+		}
+	}
+	for (f = 0; f < 2; f++) {
+		snprintf(path, sizeof(path), "/proc/%d/net/%s", (int)p->pid,
+			 files[f]);
+		fp = fopen(path, "re");
+		if (!fp)
+			continue;
+		while (fgets(buf, sizeof(buf), fp)) {
+			/* sl local rem st txq:rxq tr:when retr uid timeout inode */
+			if (sscanf(buf, "%*s %79s %79s %*s %*s %*s %*s %*s %*s %lu",
+				   loc, rem, &in) != 3 || !in)
+				continue;
+			for (i = 0; i < p->nconns; i++)
+				if (ino[i] == in) {
+					tcp_addr(loc, p->conns[i].local,
+						 sizeof(p->conns[i].local));
+					tcp_addr(rem, p->conns[i].remote,
+						 sizeof(p->conns[i].remote));
+				}
+		}
+		fclose(fp);
+	}
+	free(ino);
 }
 
 /*
@@ -260,6 +400,11 @@ static int proc_read(const char *path, pid_t pid, struct proc *p,
 					    ((const char *)map +
 					     h->counters_off) + i,
 					    __ATOMIC_RELAXED);
+	}
+	ret = read_conns(map, h, p);
+	if (ret) {
+		proc_free(p);
+		goto out;
 	}
 	state = __atomic_load_n(&h->state, __ATOMIC_ACQUIRE);
 	p->end_ns = __atomic_load_n(&h->end_ns, __ATOMIC_RELAXED);
@@ -389,6 +534,8 @@ static int scan(struct scan *s)
 					ret < 0 ? strerror(-ret) : why);
 			continue;
 		}
+		if (opt.conns || opt.json)
+			conn_addrs(&p);
 		if (s->n == s->cap) {
 			size_t cap = s->cap ? s->cap * 2 : 16;
 			struct proc *v = realloc(s->v, cap * sizeof(*v));
@@ -486,9 +633,54 @@ static void report_json(const struct scan *s)
 			json_str(p->names[j]);
 			printf(":%" PRIu64, p->val[j]);
 		}
-		printf("}}");
+		printf("},\"connections\":[");
+		for (j = 0; j < p->nconns; j++) {
+			const struct conn *c = &p->conns[j];
+
+			printf("%s{\"fd\":%d,\"role\":\"%s\",\"state\":\"%s\","
+			       "\"opened\":", j ? "," : "", c->fd, conn_role(c),
+			       conn_state(c));
+			json_time(c->opened_ns);
+			printf(",\"since\":");
+			json_time(c->since_ns);
+			printf(",\"local\":");
+			if (c->local[0])
+				json_str(c->local);
+			else
+				printf("null");
+			printf(",\"remote\":");
+			if (c->remote[0])
+				json_str(c->remote);
+			else
+				printf("null");
+			putchar('}');
+		}
+		printf("],\"connections_unlisted\":%u}", p->conns_full);
 	}
 	printf("]}\n");
+}
+
+static void print_conns(const struct proc *p)
+{
+	struct timespec now;
+	uint64_t ns;
+	unsigned int j;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	ns = (uint64_t)now.tv_sec * 1000000000ull + now.tv_nsec;
+	for (j = 0; j < p->nconns; j++) {
+		const struct conn *c = &p->conns[j];
+
+		printf("%7s fd %-5d %-7s %-12s %21s %-3s %-21s %8.1fs\n", "",
+		       c->fd, conn_role(c), conn_state(c),
+		       c->local[0] ? c->local : "-",
+		       c->role == 3 ? "<-" : "->",
+		       c->remote[0] ? c->remote : "-",
+		       ns > c->since_ns ? (ns - c->since_ns) / 1e9 : 0.0);
+	}
+	if (p->conns_full)
+		printf("%7s (%u more connections not listed: table full)\n",
+		       "", p->conns_full);
 }
 
 static void report_table(const struct scan *s)
@@ -513,6 +705,8 @@ static void report_table(const struct scan *s)
 		       proc_get(p, "rdma_rx_bytes"),
 		       proc_get(p, "tcp_tx_bytes"),
 		       proc_get(p, "tcp_rx_bytes"));
+		if (opt.conns)
+			print_conns(p);
 		if (!opt.detail)
 			continue;
 		for (j = 0; j < p->n; j++)
@@ -583,11 +777,12 @@ int main(int argc, char **argv)
 		{ "pid", required_argument, NULL, 'p' },
 		{ "counters", no_argument, NULL, 'd' },
 		{ "all", no_argument, NULL, 'a' },
+		{ "connections", no_argument, NULL, 'C' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "interval", required_argument, NULL, 'i' },
 		{ "count", required_argument, NULL, 'c' },
 		{ "keep", no_argument, NULL, 'k' },
-		{ "clean", no_argument, NULL, 'C' },
+		{ "clean", no_argument, NULL, 1 },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -597,7 +792,7 @@ int main(int argc, char **argv)
 	long round;
 	int c, missing = 0;
 
-	while ((c = getopt_long(argc, argv, "p:dajki:c:hV", lopts,
+	while ((c = getopt_long(argc, argv, "p:dCajki:c:hV", lopts,
 				NULL)) != -1) {
 		switch (c) {
 		case 'p':
@@ -630,6 +825,9 @@ int main(int argc, char **argv)
 			opt.keep = 1;
 			break;
 		case 'C':
+			opt.conns = 1;
+			break;
+		case 1:
 			opt.clean_only = 1;
 			break;
 		case 'h':
@@ -647,7 +845,7 @@ int main(int argc, char **argv)
 	if (optind < argc)
 		die(2, "unexpected argument \"%s\" (see --help)", argv[optind]);
 	if (opt.clean_only && (opt.keep || opt.json || opt.detail ||
-			       opt.interval > 0))
+			       opt.conns || opt.interval > 0))
 		die(2, "--clean takes no other option but --pid");
 	if (opt.count > 0 && !(opt.interval > 0))
 		die(2, "--count needs --interval");

@@ -1,8 +1,9 @@
 #!/bin/bash
 # rsockx-stat on a live upgraded connection: a python pair between host A
 # and host B (one kernel, one /dev/shm) exchanges bytes over RDMA and holds
-# the connection open while rsockx-stat reads both processes.  Then both
-# exit, and the regions they leave agree with RSOCKX_STATS_FILE.
+# the connection open while rsockx-stat reads both processes: counters,
+# and the connection entries (state upgraded, addresses).  Then both exit,
+# and the regions they leave agree with RSOCKX_STATS_FILE.
 # vm-exclusive: yes
 # vm-timeout: 180
 . "$abs_top_srcdir/tests/lib.sh"
@@ -95,6 +96,14 @@ check "what the client sent over RDMA the server received over RDMA" \
 	test "$(jq_ $cpy 'c["rdma_tx_bytes"]')" = "$(jq_ $spy 'c["rdma_rx_bytes"]')"
 check "queue pairs: one each, not destroyed while the connection is open" \
 	test "$(jq_ $spy 'c["qps_created"] - c["qps_destroyed"]')$(jq_ $cpy 'c["qps_created"] - c["qps_destroyed"]')" = 11
+"$STAT" -p $spy -p $cpy -C >"$tmpdir/conns"
+sed 's/^/  /' "$tmpdir/conns" >&2
+check "connections: the server's, accepted, upgraded, B <- A" \
+	test "$(jq_ $spy '[(x["role"], x["state"], x["local"], x["remote"].split(":")[0]) for x in p["connections"]]')" = "[('accept', 'upgraded', '$HOST_B:$port', '$HOST_A')]"
+check "connections: the client's, connected, upgraded, A -> B" \
+	test "$(jq_ $cpy '[(x["role"], x["state"], x["local"].split(":")[0], x["remote"]) for x in p["connections"]]')" = "[('connect', 'upgraded', '$HOST_A', '$HOST_B:$port')]"
+check "--connections table: both lines say upgraded" \
+	test "$(grep -Ec '^ +fd [0-9]+ +(accept|connect) +upgraded ' "$tmpdir/conns")" = 2
 rdma_crossed "rxe0 and rxe1 carried it" "$s" 10
 
 touch "$tmpdir/stop"
