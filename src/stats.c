@@ -23,6 +23,12 @@ _Static_assert(RSX_ST_TCP == 0 && RSX_ST_UPGRADED == 5 && RSX_ST_FORKED == 6,
 _Static_assert(RSX_ROLE_CONNECTOR == 2 && RSX_ROLE_ACCEPTED == 3,
 	       "RSX_SHM_CONN_ROLES follows enum rsx_sock_role");
 
+/* Every counter name fits its slot in the region. */
+#define RSX_STAT_NAME_FITS(name)					\
+	_Static_assert(sizeof(#name) <= RSX_SHM_NAME_LEN, #name);
+RSX_STATS(RSX_STAT_NAME_FITS)
+#undef RSX_STAT_NAME_FITS
+
 /* The region this process writes (NULL: none), and its length. */
 static struct rsx_shm_hdr *rsx_shm;
 static size_t rsx_shm_size;
