@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "shim.h"
+#include "stats.h"
 #include "track.h"
 #include "upgrade.h"
 
@@ -13,6 +14,8 @@ RSX_EXPORT pid_t fork(void)
 	pid_t pid;
 
 	rsx_trace_call("fork", -1);
+	if (!rsx_guarded())
+		rsx_stats_fork_prepare();
 	pid = RSX_REAL(fork)();
 	if (pid == 0 && !rsx_guarded())
 		RSX_KEEP_ERRNO(rsx_on_fork_child());
@@ -24,6 +27,8 @@ RSX_EXPORT pid_t _Fork(void)
 	pid_t pid;
 
 	rsx_trace_call("_Fork", -1);
+	if (!rsx_guarded())
+		rsx_stats_fork_prepare();
 	pid = RSX_REAL(_Fork)();
 	if (pid == 0 && !rsx_guarded())
 		RSX_KEEP_ERRNO(rsx_on_fork_child());
@@ -36,6 +41,8 @@ RSX_EXPORT int daemon(int nochdir, int noclose)
 	int ret;
 
 	rsx_trace_call("daemon", -1);
+	if (!rsx_guarded())
+		rsx_stats_fork_prepare();
 	ret = RSX_REAL(daemon)(nochdir, noclose);
 	if (ret == 0 && !rsx_guarded())
 		RSX_KEEP_ERRNO(rsx_on_fork_child());
@@ -71,10 +78,27 @@ static char **rsx_exec_prepare(char *const envp[])
 	return rsx_exec_env(envp);
 }
 
+/* This process is about to become another program: its statistics
+ * region says so until the exec fails (rsx_exec_failed()). */
+static char **rsx_exec_self(char *const envp[])
+{
+	char **env = rsx_exec_prepare(envp);
+
+	if (!rsx_guarded())
+		RSX_KEEP_ERRNO(rsx_stats_exec(1));
+	return env;
+}
+
 static int rsx_exec_done(char **env, int ret)
 {
 	RSX_KEEP_ERRNO(free(env));	/* only when the exec failed */
 	return ret;
+}
+
+static int rsx_exec_failed(char **env, int ret)
+{
+	RSX_KEEP_ERRNO(rsx_stats_exec(0));
+	return rsx_exec_done(env, ret);
 }
 
 RSX_EXPORT int execve(const char *path, char *const argv[],
@@ -83,9 +107,9 @@ RSX_EXPORT int execve(const char *path, char *const argv[],
 	char **env;
 
 	rsx_trace_call("execve", -1);
-	env = rsx_exec_prepare(envp);
-	return rsx_exec_done(env, RSX_REAL(execve)(path, argv,
-						   env ? env : envp));
+	env = rsx_exec_self(envp);
+	return rsx_exec_failed(env, RSX_REAL(execve)(path, argv,
+						     env ? env : envp));
 }
 
 RSX_EXPORT int execv(const char *path, char *const argv[])
@@ -93,10 +117,10 @@ RSX_EXPORT int execv(const char *path, char *const argv[])
 	char **env;
 
 	rsx_trace_call("execv", -1);
-	env = rsx_exec_prepare(environ);
+	env = rsx_exec_self(environ);
 	if (!env)
-		return RSX_REAL(execv)(path, argv);
-	return rsx_exec_done(env, RSX_REAL(execve)(path, argv, env));
+		return rsx_exec_failed(NULL, RSX_REAL(execv)(path, argv));
+	return rsx_exec_failed(env, RSX_REAL(execve)(path, argv, env));
 }
 
 RSX_EXPORT int execvpe(const char *file, char *const argv[],
@@ -105,9 +129,9 @@ RSX_EXPORT int execvpe(const char *file, char *const argv[],
 	char **env;
 
 	rsx_trace_call("execvpe", -1);
-	env = rsx_exec_prepare(envp);
-	return rsx_exec_done(env, RSX_REAL(execvpe)(file, argv,
-						    env ? env : envp));
+	env = rsx_exec_self(envp);
+	return rsx_exec_failed(env, RSX_REAL(execvpe)(file, argv,
+						      env ? env : envp));
 }
 
 RSX_EXPORT int execvp(const char *file, char *const argv[])
@@ -115,10 +139,10 @@ RSX_EXPORT int execvp(const char *file, char *const argv[])
 	char **env;
 
 	rsx_trace_call("execvp", -1);
-	env = rsx_exec_prepare(environ);
+	env = rsx_exec_self(environ);
 	if (!env)
-		return RSX_REAL(execvp)(file, argv);
-	return rsx_exec_done(env, RSX_REAL(execvpe)(file, argv, env));
+		return rsx_exec_failed(NULL, RSX_REAL(execvp)(file, argv));
+	return rsx_exec_failed(env, RSX_REAL(execvpe)(file, argv, env));
 }
 
 RSX_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
@@ -126,9 +150,9 @@ RSX_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 	char **env;
 
 	rsx_trace_call("fexecve", fd);
-	env = rsx_exec_prepare(envp);
-	return rsx_exec_done(env, RSX_REAL(fexecve)(fd, argv,
-						    env ? env : envp));
+	env = rsx_exec_self(envp);
+	return rsx_exec_failed(env, RSX_REAL(fexecve)(fd, argv,
+						      env ? env : envp));
 }
 
 /*
@@ -208,8 +232,10 @@ RSX_EXPORT int posix_spawn(pid_t *pid, const char *path,
 RSX_EXPORT void _exit(int status)
 {
 	rsx_trace_call("_exit", -1);
-	if (rsx_fdtab_hiwater() && !rsx_guarded())
+	if (rsx_fdtab_hiwater() && !rsx_guarded()) {
 		rsx_exit_flush();
+		rsx_stats_exit();
+	}
 	RSX_REAL(_exit)(status);
 	__builtin_unreachable();
 }
@@ -217,8 +243,10 @@ RSX_EXPORT void _exit(int status)
 RSX_EXPORT void _Exit(int status)
 {
 	rsx_trace_call("_Exit", -1);
-	if (rsx_fdtab_hiwater() && !rsx_guarded())
+	if (rsx_fdtab_hiwater() && !rsx_guarded()) {
 		rsx_exit_flush();
+		rsx_stats_exit();
+	}
 	RSX_REAL(_Exit)(status);
 	__builtin_unreachable();
 }

@@ -99,6 +99,9 @@ static void rsx_init_env(void)
 	s = secure_getenv("RSOCKX_STATS_FILE");
 	if (s && strlen(s) < sizeof(rsx_stats_file))
 		strcpy(rsx_stats_file, s);
+	s = secure_getenv("RSOCKX_STATS_SHM");
+	if (!s || strcmp(s, "0"))
+		rsx_stats_shm_enable();
 	rsx_init_tunables();
 	conf = secure_getenv("RSOCKX_CONF");
 	if (!conf)
@@ -138,4 +141,5 @@ void rsx_fini(void)
 	rsx_exit_flush();
 	if (*rsx_stats_file)
 		rsx_stats_dump(rsx_stats_file);
+	rsx_stats_exit();
 }

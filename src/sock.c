@@ -7,6 +7,7 @@
 #include "probe.h"
 #include "ready.h"
 #include "sock.h"
+#include "stats.h"
 
 static struct rsx_pool rsx_sock_pool;
 _Atomic int rsx_engine_socks;
@@ -73,6 +74,7 @@ void rsx_sock_put(struct rsx_sock *s)
 	}
 	if (atomic_exchange(&s->mode, 0))
 		atomic_fetch_sub(&rsx_engine_socks, 1);
+	rsx_stats_conn_close(s);
 	rsx_probe_unlisten(s);
 	rsx_pool_put(&rsx_sock_pool, s);
 }
@@ -87,6 +89,7 @@ void rsx_sock_set_state(struct rsx_sock *s, int state)
 	uint8_t mode = state != RSX_ST_TCP;
 
 	s->state = state;
+	rsx_stats_conn_state(s, state);
 	if (atomic_exchange(&s->mode, mode) != mode)
 		atomic_fetch_add(&rsx_engine_socks, mode ? 1 : -1);
 }

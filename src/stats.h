@@ -8,7 +8,9 @@
 /*
  * Process-wide counters.  They count events (a socket tracked, a connection
  * accepted), never intercepted calls, so plain relaxed atomics are cheap
- * enough.  Later issues publish them in shared memory for rsockx-stat.
+ * enough.  They live in a static array until the process tracks its first
+ * TCP socket; from then on in the statistics region that rsockx-stat reads
+ * (statshm.h), unless RSOCKX_STATS_SHM=0 or the region cannot be made.
  */
 #define RSX_STATS(X)							\
 	X(tcp_sockets)		/* TCP sockets created by socket() */	\
@@ -57,24 +59,67 @@ enum rsx_stat {
 	RSX_STAT_COUNT
 };
 
-extern _Atomic uint64_t rsx_stats[RSX_STAT_COUNT];
+/* Where the counters are now: the static array, or the mapped region. */
+extern _Atomic uint64_t *_Atomic rsx_stats;
+
+static inline _Atomic uint64_t *rsx_stat_slot(enum rsx_stat s)
+{
+	return atomic_load_explicit(&rsx_stats, memory_order_acquire) + s;
+}
 
 static inline void rsx_stat_inc(enum rsx_stat s)
 {
-	atomic_fetch_add_explicit(&rsx_stats[s], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(rsx_stat_slot(s), 1, memory_order_relaxed);
 }
 
 static inline void rsx_stat_add(enum rsx_stat s, uint64_t n)
 {
-	atomic_fetch_add_explicit(&rsx_stats[s], n, memory_order_relaxed);
+	atomic_fetch_add_explicit(rsx_stat_slot(s), n, memory_order_relaxed);
 }
 
 static inline uint64_t rsx_stat_get(enum rsx_stat s)
 {
-	return atomic_load_explicit(&rsx_stats[s], memory_order_relaxed);
+	return atomic_load_explicit(rsx_stat_slot(s), memory_order_relaxed);
 }
 
+const char *rsx_stat_name(enum rsx_stat s);
 int rsx_stats_format(char *buf, size_t len);
 int rsx_stats_dump(const char *path);
+
+/*
+ * The statistics region (statshm.h).  rsx_stats_shm_enable() at start
+ * allows it; rsx_stats_publish() makes it the first time it is called
+ * (one load and one test afterwards); the others keep it right across
+ * fork, exec and exit.  Every failure simply leaves the counters private.
+ */
+enum rsx_shm_pub {
+	RSX_PUB_OFF = 0,	/* not allowed (default: unit tests, disabled) */
+	RSX_PUB_NONE,		/* allowed, not made yet */
+	RSX_PUB_BUSY,		/* being made */
+	RSX_PUB_MAPPED,		/* counters live in the region */
+	RSX_PUB_FAILED,		/* could not be made: private for good */
+};
+
+extern _Atomic int rsx_stats_pub;
+
+void rsx_stats_shm_enable(void);
+int rsx_stats_publish_slow(void);
+void rsx_stats_fork_prepare(void);
+void rsx_stats_fork_child(void);
+void rsx_stats_exec(int starting);
+void rsx_stats_exit(void);
+
+/* Connection entries of the region; key: the socket's struct rsx_sock. */
+void rsx_stats_conn_open(const void *key, int fd, int family, int role,
+			 int state);
+void rsx_stats_conn_state(const void *key, int state);
+void rsx_stats_conn_close(const void *key);
+
+static inline void rsx_stats_publish(void)
+{
+	if (atomic_load_explicit(&rsx_stats_pub, memory_order_relaxed) ==
+	    RSX_PUB_NONE)
+		rsx_stats_publish_slow();
+}
 
 #endif

@@ -34,7 +34,10 @@ static int rsx_tracking(void)
 		return 0;
 	if (rsx_config.disabled)
 		return 0;
-	return !rsx_fdtab_ready();
+	if (rsx_fdtab_ready())
+		return 0;
+	rsx_stats_publish();	/* the first TCP socket: make the region */
+	return 1;
 }
 
 static struct rsx_sock *rsx_track_new(int fd, int family, int role,
@@ -91,8 +94,10 @@ void rsx_on_accept(int lfd, int fd, int flags)
 	rsx_stat_inc(RSX_STAT_tcp_accepted);
 	s = rsx_track_new(fd, l->family, RSX_ROLE_ACCEPTED,
 			  flags & SOCK_NONBLOCK);
-	if (s)
-		rsx_sock_accepted(s);
+	if (!s)
+		return;
+	rsx_stats_conn_open(s, fd, s->family, RSX_ROLE_ACCEPTED, s->state);
+	rsx_sock_accepted(s);
 }
 
 void rsx_on_setfl(int fd, int flags)
@@ -172,6 +177,7 @@ void rsx_on_connect(int fd, const struct sockaddr *sa, socklen_t len,
 		return;
 	atomic_store(&s->role, RSX_ROLE_CONNECTOR);
 	rsx_stat_inc(RSX_STAT_tcp_connected);
+	rsx_stats_conn_open(s, fd, s->family, RSX_ROLE_CONNECTOR, s->state);
 	rsx_sock_connected(s, fd, s->action, connected);
 }
 
@@ -327,6 +333,7 @@ void rsx_dup2_end(int oldfd, int newfd, int ok, struct rsx_sock *prev)
 /* The child of fork() has copies of all descriptors and of our table. */
 void rsx_on_fork_child(void)
 {
+	rsx_stats_fork_child();	/* first: the counters mapped are the parent's */
 	rsx_stat_inc(RSX_STAT_forks);
 	rsx_fork_child_sockets();
 }
@@ -455,6 +462,7 @@ void rsx_adopt_inherited(const char *list)
 			rsx_fd_install(fd, s);
 		}
 		rsx_dbg("fd %d: inherited, its HELLO (if any) is dropped", fd);
+		rsx_stats_publish();
 		n++;
 	}
 }

@@ -56,7 +56,10 @@ static void report_preload(const char *who)
 			continue;
 		path[strcspn(path, "\n")] = 0;
 		base = strrchr(path, '/') + 1;
-		if ((strstr(base, "rsockx") || strstr(base, "rspreload")) &&
+		/* shared objects only: rsockx's statistics region
+		 * (/dev/shm/rsockx.PID) is mapped too */
+		if (strstr(base, ".so") &&
+		    (strstr(base, "rsockx") || strstr(base, "rspreload")) &&
 		    !strstr(seen, base) && strlen(seen) + strlen(base) + 2 < sizeof(seen)) {
 			strcat(seen, " ");
 			strcat(seen, base);
