@@ -74,6 +74,8 @@ static void rsx_chan_hide(struct ibv_comp_channel *chan)
 		       rsx_libc.fcntl(chan->fd, F_GETFL) | O_NONBLOCK);
 }
 
+#define RSX_PEER_RING_FREE (4u << 20)
+
 static int rsx_post_recvs(struct rsx_conn *c, uint32_t n)
 {
 	struct ibv_recv_wr wr[RSX_POLL_BATCH], *bad;
@@ -275,6 +277,17 @@ int rsx_conn_connect(struct rsx_conn *c, const struct rsx_hello *peer)
 	struct ibv_qp_attr qa;
 	int ret, mtu;
 
+	/*
+	 * The staging mirror is as large as the peer's ring, and pinned: a
+	 * peer must not make us pin what it likes (at most four times our
+	 * own ring, or 4 MiB).
+	 */
+	if (peer->ring_size > 4 * c->ring_size &&
+	    peer->ring_size > RSX_PEER_RING_FREE) {
+		rsx_info("QP %u: peer's ring of %u bytes is too large",
+			 c->qp->qp_num, peer->ring_size);
+		return -ENOBUFS;
+	}
 	c->peer = *peer;
 	rsx_guard_enter();
 	c->txmem_len = rsx_page_round(peer->ring_size + RSX_CTRL_SIZE);

@@ -221,8 +221,6 @@ int rsx_ready_on(struct rsx_sock *s, int fd)
 		goto err_tcp;
 	s->rdy = r;
 	rsx_stat_inc(RSX_STAT_ready_on);
-	if (s->state == RSX_ST_UPGRADED)
-		rsx_sock_ready_sync(s);
 	return r->x;
 
 err_tcp:
@@ -245,17 +243,39 @@ static void rsx_ready_free(struct rsx_ready *r)
 	free(r);
 }
 
+/* The program's registrations go back from x to the socket itself. */
+static void rsx_ready_unswap(struct rsx_sock *s)
+{
+	struct epoll_event ev;
+	unsigned int i;
+
+	for (i = 0; i < s->nepreg; i++) {
+		ev.events = s->epreg[i].events;
+		ev.data.u64 = s->epreg[i].data;
+		if (rsx_libc.epoll_ctl(s->epreg[i].epfd, EPOLL_CTL_ADD,
+				       s->epreg[i].fd, &ev) &&
+		    errno != EEXIST)
+			rsx_info("fd %d: epoll %d: cannot move back to TCP: %s",
+				 s->epreg[i].fd, s->epreg[i].epfd,
+				 strerror(errno));
+	}
+}
+
 /*
  * Takes s's stand-in away (under s->lock, or s unreachable): x leaves every
- * epoll set of the program as it is closed.  The watcher may still be
- * about to look at s; rsx_ready_quiesce() waits for that before s is freed.
+ * epoll set of the program as it is closed; with restore (the connection
+ * stays TCP, its descriptors open) the socket takes its place again.  The
+ * watcher may still be about to look at s; rsx_ready_quiesce() waits for
+ * that before s is freed.
  */
-void rsx_ready_off(struct rsx_sock *s)
+void rsx_ready_off(struct rsx_sock *s, int restore)
 {
 	struct rsx_ready *r = s->rdy;
 
 	if (!r)
 		return;
+	if (restore && r->swapped)
+		rsx_ready_unswap(s);
 	s->rdy = NULL;
 	pthread_mutex_lock(&rsx_watch_lock);
 	if (rsx_watch_epfd >= 0 && s->conn)
@@ -368,9 +388,9 @@ void rsx_ready_forget_fd(struct rsx_sock *s, int fd)
 }
 
 /*
- * s was just upgraded (under s->lock, stand-in made): every registration of
- * the socket in the program's epoll sets moves to x, with the program's own
- * events and data.  One that is gone (its epoll set closed) is forgotten.
+ * Under s->lock, stand-in made: every registration of the socket in the
+ * program's epoll sets moves to x, with the program's own events and data.
+ * One that is gone (its epoll set closed) is forgotten.
  */
 int rsx_ready_swap(struct rsx_sock *s)
 {
@@ -378,6 +398,9 @@ int rsx_ready_swap(struct rsx_sock *s)
 	unsigned int i;
 	int ret = 0;
 
+	if (s->rdy->swapped)
+		return 0;
+	s->rdy->swapped = 1;
 	for (i = 0; i < s->nepreg;) {
 		struct rsx_epreg *e = &s->epreg[i];
 
@@ -417,15 +440,14 @@ int rsx_ready_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	if (!s)
 		return 1;
 	pthread_mutex_lock(&s->lock);
-	if (s->state == RSX_ST_UPGRADED && s->conn) {
-		if (op != EPOLL_CTL_DEL) {
-			ret = rsx_ready_on(s, fd);
-			if (ret < 0)
-				goto out;
-		}
-		if (s->rdy)
-			target = s->rdy->x;
+	if (s->state == RSX_ST_UPGRADED && s->conn && op != EPOLL_CTL_DEL) {
+		ret = rsx_ready_on(s, fd);
+		if (ret < 0)
+			goto out;
+		s->rdy->swapped = 1;
 	}
+	if (s->rdy && s->rdy->swapped)
+		target = s->rdy->x;
 	ret = rsx_libc.epoll_ctl(epfd, op, target, ev) ? -errno : 0;
 	if (!ret)
 		rsx_epreg_note(s, epfd, op, fd, ev);
@@ -448,10 +470,12 @@ static int rsx_poll_fd(int fd)
 	if (!s)
 		return -1;
 	pthread_mutex_lock(&s->lock);
-	if (s->state == RSX_ST_UPGRADED && s->conn) {
+	if (rsx_sock_ready_wanted(s)) {
 		x = rsx_ready_on(s, fd);
 		if (x >= 0)
 			rsx_sock_ready_sync(s);
+		if (!rsx_sock_ready_wanted(s))
+			x = -1;		/* the answer said TCP meanwhile */
 	}
 	pthread_mutex_unlock(&s->lock);
 	rsx_sock_put(s);
@@ -523,7 +547,8 @@ int rsx_select_needs(int nfds, const fd_set *r, const fd_set *w,
 			continue;
 		s = rsx_fd_peek(fd);
 		if (s && s->kind == RSX_SOCK_TCP &&
-		    s->state == RSX_ST_UPGRADED)
+		    (s->state == RSX_ST_UPGRADED ||
+		     s->state == RSX_ST_CLIENT_HELLO))
 			return 1;
 	}
 	return 0;

@@ -30,7 +30,9 @@
  * poll and select wait on x in place of the socket; epoll sets get x
  * registered with the program's own events and data in place of the socket
  * (so edge-triggered, one-shot, exclusive and nested epoll keep the
- * kernel's semantics).  One thread per process (the watcher) sleeps on the
+ * kernel's semantics).  A client waiting for the answer to its HELLO gets
+ * x as soon as it sent it: the answer itself must not wake the program,
+ * which would find nothing to read (some, like wrk, take that as an error).  One thread per process (the watcher) sleeps on the
  * completion channels and TCP ends of these connections and brings x up to
  * date when something arrives; every call that changes a connection does
  * the same on its way out.
@@ -44,6 +46,7 @@ struct rsx_ready {
 	uint8_t blocked;	/* x shows unwritable */
 	uint8_t rdhup;
 	uint8_t hup;
+	uint8_t swapped;	/* the program's epoll registrations are on x */
 };
 
 /* What a connection looks like to a waiter (upgrade.c computes it). */
@@ -52,7 +55,7 @@ struct rsx_ready_state {
 };
 
 int rsx_ready_on(struct rsx_sock *s, int fd);
-void rsx_ready_off(struct rsx_sock *s);
+void rsx_ready_off(struct rsx_sock *s, int restore);
 void rsx_ready_quiesce(struct rsx_sock *s);
 void rsx_ready_show(struct rsx_sock *s, const struct rsx_ready_state *st);
 int rsx_ready_swap(struct rsx_sock *s);
@@ -89,6 +92,8 @@ int rsx_select_needs(int nfds, const fd_set *r, const fd_set *w,
 int rsx_select_poll(int nfds, fd_set *r, fd_set *w, fd_set *e,
 		    struct timespec *ts, const sigset_t *ss);
 
+/* Does s wait for an answer or run on a QP (upgrade.c)?  Then x stands in. */
+int rsx_sock_ready_wanted(const struct rsx_sock *s);
 /* A watcher event for s (upgrade.c): chan and tcp say which fired. */
 void rsx_sock_ready_event(struct rsx_sock *s, int chan, uint32_t tcp_ev);
 /* Recomputes what x shows (under s->lock). */

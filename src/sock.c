@@ -66,7 +66,7 @@ void rsx_sock_put(struct rsx_sock *s)
 	if (atomic_fetch_sub_explicit(&s->ref, 1, memory_order_acq_rel) != 1)
 		return;
 	/* nobody else holds s: the lock is not needed */
-	rsx_ready_off(s);
+	rsx_ready_off(s, 0);
 	rsx_ready_quiesce(s);
 	if (s->conn) {
 		rsx_conn_destroy(s->conn);

@@ -282,7 +282,7 @@ static int rsx_tcp_send_msg(int fd, const uint8_t *buf, size_t len,
 
 static void rsx_to_tcp(struct rsx_sock *s, enum rsx_stat reason)
 {
-	rsx_ready_off(s);
+	rsx_ready_off(s, 1);
 	if (s->conn) {
 		rsx_conn_destroy(s->conn);
 		s->conn = NULL;
@@ -339,6 +339,9 @@ static int rsx_client_start(struct rsx_sock *s, int fd, int nonblock)
 	rsx_stat_inc(RSX_STAT_hello_sent);
 	rsx_dbg("fd %d: HELLO sent, QP %u", fd, h.qpn);
 	rsx_sock_set_state(s, RSX_ST_CLIENT_HELLO);
+	/* the answer must not wake an epoll of the program: x stands in */
+	if (s->nepreg && rsx_ready_on(s, fd) >= 0)
+		rsx_ready_swap(s);
 	return 0;
 }
 
@@ -861,7 +864,6 @@ static ssize_t rsx_sock_io(int fd, const struct iovec *iov, int iovcnt,
 	case RSX_ST_UPGRADED:
 		ret = send ? rsx_up_send(s, fd, iov, iovcnt, len, flags, nonblock) :
 			     rsx_up_recv(s, fd, iov, iovcnt, len, flags, nonblock);
-		rsx_sock_ready_sync(s);
 		break;
 	case RSX_ST_FORKED:
 		ret = -EIO;
@@ -886,6 +888,7 @@ static ssize_t rsx_sock_io(int fd, const struct iovec *iov, int iovcnt,
 		return ret;
 	}
 out:
+	rsx_sock_ready_sync(s);
 	pthread_mutex_unlock(&s->lock);
 	rsx_sock_put(s);
 	return ret;
@@ -931,13 +934,32 @@ static void rsx_ready_state(struct rsx_sock *s, struct rsx_ready_state *st)
  * watcher (an arm only reports completions after it: poll once more), and
  * show the result on the stand-in.
  */
+int rsx_sock_ready_wanted(const struct rsx_sock *s)
+{
+	return s->conn && (s->state == RSX_ST_UPGRADED ||
+			   s->state == RSX_ST_CLIENT_HELLO);
+}
+
 void rsx_sock_ready_sync(struct rsx_sock *s)
 {
+	static const struct rsx_ready_state waiting = { .out = 1 };
 	struct rsx_conn *c = s->conn;
 	struct rsx_ready_state st;
 
-	if (likely(!s->rdy) || !c || s->state != RSX_ST_UPGRADED)
+	if (likely(!s->rdy) || !rsx_sock_ready_wanted(s))
 		return;
+	if (s->state == RSX_ST_CLIENT_HELLO) {
+		/*
+		 * The answer may be in: take it, unseen by the program.  An
+		 * upgrade syncs x on its own; TCP takes x away.  Until then
+		 * nothing is readable (no byte of the server comes before
+		 * its answer) and writes go to TCP.
+		 */
+		rsx_client_answer(s, s->rdy->tcp);
+		if (s->rdy && s->state == RSX_ST_CLIENT_HELLO)
+			rsx_ready_show(s, &waiting);
+		return;
+	}
 	rsx_progress(s);
 	if (c->qp_ready && !c->armed && !c->err && !rsx_conn_arm(c))
 		rsx_progress(s);
@@ -951,16 +973,19 @@ void rsx_sock_ready_event(struct rsx_sock *s, int chan, uint32_t tcp_ev)
 	struct rsx_conn *c = s->conn;
 	uint64_t kick = 1;
 
-	if (!s->rdy || !c || s->state != RSX_ST_UPGRADED)
+	if (!s->rdy || !rsx_sock_ready_wanted(s))
 		return;
 	rsx_stat_inc(RSX_STAT_ready_events);
 	if (chan)
 		rsx_conn_event(c);
-	if (!c->tcp_eof && (tcp_ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+	if (s->state == RSX_ST_UPGRADED && !c->tcp_eof &&
+	    (tcp_ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
 		rsx_peer_closed(s);
 	rsx_sock_ready_sync(s);
 	/* a thread asleep in rsx_sleep() may have lost the event to us */
-	if (c->polling && rsx_libc.write(c->kick_fd, &kick, sizeof(kick)) < 0)
+	c = s->conn;
+	if (c && c->polling &&
+	    rsx_libc.write(c->kick_fd, &kick, sizeof(kick)) < 0)
 		rsx_dbg("kick: %s", strerror(errno));
 }
 
@@ -1020,8 +1045,7 @@ int rsx_sock_shutdown(int fd, int how)
 			if (upgraded)
 				rsx_finish(s, fd, rsx_config.linger_ms);
 		}
-		if (s->state == RSX_ST_UPGRADED)
-			rsx_sock_ready_sync(s);
+		rsx_sock_ready_sync(s);
 		pthread_mutex_unlock(&s->lock);
 		rsx_sock_put(s);
 	}

@@ -26,7 +26,9 @@ for master in off on; do
 		not_ok "$l: nginx listens"
 	fi
 	check "$l: graceful shutdown (SIGQUIT)" app_stop QUIT
-	app_upgraded $l 1 10485760
+	# the server sends over TCP until the client's CUTOVER is in: how
+	# much of the file goes that way depends on timing
+	app_upgraded $l 1 1048576
 	rdma_crossed "$l: rxe0 and rxe1 both sent and received" "$s" 100
 
 	if command -v wrk >/dev/null; then
@@ -35,13 +37,10 @@ for master in off on; do
 		if app_nginx_start $l $master; then
 			check "$l: wrk 2 s, requests done, no non-2xx answer" app_wrk $l 2
 			diag "$l: $(cat "$tmpdir/$l.metric") requests/s"
-			# wrk counts a read() of -1 (EAGAIN too) or an early EOF
-			# as a read error; over TCP it has none, under rsockx one
-			# per run now and then (a plain LT-epoll client sees no
-			# spurious EPOLLIN): not explained yet
+			# wrk counts a read() of -1 (EAGAIN too) as a read
+			# error: the answer to its HELLO must not wake it
 			e=$(cat "$tmpdir/$l.sockerr" 2>/dev/null)
-			if [ "${e:-0}" = 0 ]; then ok "$l: no socket errors"
-			else not_ok "$l: no socket errors ($e) # TODO one wrk read error per run under rsockx, cause not found yet"; fi
+			check "$l: no socket errors (${e:-0})" test "${e:-0}" = 0
 		else
 			not_ok "$l: nginx listens"
 		fi

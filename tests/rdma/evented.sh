@@ -31,9 +31,9 @@ sys.stdout.buffer.write(urllib.request.urlopen(sys.argv[1]).read())' \
 	check "http.server: download $i intact" cmp -s "$tmpdir/in" "$tmpdir/got$i"
 done
 kill -INT $spid 2>/dev/null	# a clean exit writes the server's counters
-reap $spid 10
+reap $spid 30
 rdma_only_dev "http.server: rxe1 carried it (loopback in one device)" "$s" rxe1
-check "http.server: both downloads upgraded on both ends" \
+check "http.server: both downloads upgraded on both ends (server $(stat_of $tmpdir/py.s upgraded), client $(stat_of $tmpdir/py.c upgraded))" \
 	test "$(stat_of $tmpdir/py.s upgraded)" = 2 -a "$(stat_of $tmpdir/py.c upgraded)" = 2
 check "http.server: the file went over RDMA" \
 	test "$(stat_of $tmpdir/py.c rdma_rx_bytes)" -ge 6000000
