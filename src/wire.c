@@ -102,7 +102,7 @@ int rsx_wire_decode(const uint8_t *buf, size_t len, struct rsx_hello *h)
 		return -EINVAL;
 	if (h->mtu < 1 || h->mtu > 5)	/* IBV_MTU_256 .. IBV_MTU_4096 */
 		return -EINVAL;
-	if (h->rq_depth < 16 || h->rq_depth > 16384)
+	if (h->rq_depth < RSX_WIRE_RQ_MIN || h->rq_depth > RSX_WIRE_RQ_MAX)
 		return -EINVAL;
 	if (h->ring_size < RSX_RING_MIN || h->ring_size > RSX_RING_MAX ||
 	    (h->ring_size & (h->ring_size - 1)))
