@@ -10,7 +10,8 @@ messages (src/wire.h) mixed with application data.
                                 PORTFILE), accept one connection, write
                                 every byte received to OUT, then answer
                                 "got N\\n"
-  victim-client PORT OUT        connect, send PAYLOAD, half-close, write
+  victim-client PORT OUT [HOST [BIND]]
+                                connect, send PAYLOAD, half-close, write
                                 every byte received to OUT
   hostile-client PORT NAME DIR  connect, play scenario NAME; DIR/expect is
                                 what the server application must receive,
@@ -20,7 +21,12 @@ messages (src/wire.h) mixed with application data.
                                 first bytes; DIR/expect is what the client
                                 application must receive, DIR/got what it
                                 sent
-  scenarios                     list the scenario names
+  hostile-rsx-server PORTFILE NAME DIR ADDR
+                                as hostile-server, but first take the
+                                client's HELLO and answer for its nonce
+                                (tests/rdma/hostile.sh: a client with a
+                                device really sends one)
+  scenarios client|server|rsx-server   list the scenario names
 """
 import os
 import random
@@ -29,6 +35,7 @@ import struct
 import sys
 import time
 
+sys.dont_write_bytecode = True  # the source tree may be read-only
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 '..', 'fuzz'))
 from mkseeds import MAGIC, msg, nak  # noqa: E402
@@ -105,6 +112,27 @@ SERVER_SCENARIOS = {
     'ack-replayed': [msg(2) * 3 + DATA],
 }
 
+# Answers to a real HELLO (nonce n): (chunks, what the client application
+# must get, or None when the client is expected to fail with an error).
+RSX_SERVER_SCENARIOS = {
+    'nak': lambda n: ([nak(1, nonce=n) + DATA], DATA),
+    'ack-wrong-nonce': lambda n: ([msg(2, nonce=n ^ 1) + DATA],
+                                  msg(2, nonce=n ^ 1) + DATA),
+    'ack-bad-field': lambda n: ([msg(2, nonce=n, rq=16) + DATA],
+                                msg(2, nonce=n, rq=16) + DATA),
+    'nak-bad-reason': lambda n: ([nak(99, nonce=n) + DATA],
+                                 nak(99, nonce=n) + DATA),
+    'hello-back': lambda n: ([msg(1, nonce=n) + DATA], msg(1, nonce=n) + DATA),
+    'garbage': lambda n: ([blob(65536, 5)], blob(65536, 5)),
+    'ack-truncated-stall': lambda n: ([msg(2, nonce=n)[:40], 0.6, DATA],
+                                      msg(2, nonce=n)[:40] + DATA),
+    # a well-formed ACK for a queue pair that does not exist
+    'ack-bogus-qp': lambda n: ([msg(2, nonce=n, qpn=0xabcde, ring=4096,
+                                    addr=0x10000, rkey=0x5151, gid=bytes(10) +
+                                    b'\xff\xff' + bytes([192, 168, 77, 2]))],
+                               None),
+}
+
 
 def play(sock, chunks):
     for c in chunks:
@@ -123,9 +151,9 @@ def read_all(sock):
         out += b
 
 
-def listener(portfile):
+def listener(portfile, addr='127.0.0.1'):
     s = socket.socket()
-    s.bind(('127.0.0.1', 0))
+    s.bind((addr, 0))
     s.listen(1)
     with open(portfile + '.tmp', 'w') as f:
         f.write('%d\n' % s.getsockname()[1])
@@ -150,8 +178,9 @@ def victim_server(portfile, out):
     return 0
 
 
-def victim_client(port, out):
-    c = socket.create_connection(('127.0.0.1', port))
+def victim_client(port, out, host='127.0.0.1', bind=None):
+    c = socket.create_connection((host, port),
+                                 source_address=(bind, 0) if bind else None)
     c.sendall(client_payload())
     c.shutdown(socket.SHUT_WR)
     data = read_all(c)
@@ -207,20 +236,53 @@ def hostile_server(portfile, name, d):
     return 0
 
 
+def hostile_rsx_server(portfile, name, d, addr):
+    lst = listener(portfile, addr)
+    c, _ = lst.accept()
+    c.settimeout(30)
+    hello = b''
+    while len(hello) < 72:
+        b = c.recv(72 - len(hello))
+        if not b:
+            break
+        hello += b
+    ok = len(hello) == 72 and hello[:8] == MAGIC and hello[8] == 1
+    with open(os.path.join(d, 'hello'), 'w') as f:
+        f.write('hello %s\n' % ('ok' if ok else 'missing: %r' % hello))
+    nonce = struct.unpack('>Q', hello[16:24])[0] if ok else 0
+    chunks, expect = RSX_SERVER_SCENARIOS[name](nonce)
+    with open(os.path.join(d, 'expect'), 'wb') as f:
+        f.write(expect if expect is not None else b'')
+    play(c, chunks)
+    try:
+        got = read_all(c)
+    except (ConnectionResetError, socket.timeout):
+        got = b''
+    c.close()
+    with open(os.path.join(d, 'got'), 'wb') as f:
+        f.write(got)
+    with open(os.path.join(d, 'payload'), 'wb') as f:
+        f.write(client_payload())
+    return 0
+
+
 def main(argv):
     cmd = argv[1]
     if cmd == 'scenarios':
-        print(' '.join(CLIENT_SCENARIOS if argv[2] == 'client'
-                       else SERVER_SCENARIOS))
+        print(' '.join({'client': CLIENT_SCENARIOS,
+                        'server': SERVER_SCENARIOS,
+                        'rsx-server': RSX_SERVER_SCENARIOS}[argv[2]]))
         return 0
     if cmd == 'victim-server':
         return victim_server(argv[2], argv[3])
     if cmd == 'victim-client':
-        return victim_client(int(argv[2]), argv[3])
+        return victim_client(int(argv[2]), argv[3], *argv[4:6])
     if cmd == 'hostile-client':
         return hostile_client(int(argv[2]), argv[3], argv[4])
     if cmd == 'hostile-server':
         return hostile_server(argv[2], argv[3], argv[4])
+    if cmd == 'hostile-rsx-server':
+        return hostile_rsx_server(argv[2], argv[3], argv[4], argv[5])
     print(__doc__, file=sys.stderr)
     return 2
 
