@@ -181,9 +181,24 @@ def victim_server(portfile, out):
 def victim_client(port, out, host='127.0.0.1', bind=None):
     c = socket.create_connection((host, port),
                                  source_address=(bind, 0) if bind else None)
-    c.sendall(client_payload())
-    c.shutdown(socket.SHUT_WR)
-    data = read_all(c)
+    # HOSTILE_TIMEO=s: SO_SNDTIMEO and SO_RCVTIMEO (the socket stays
+    # blocking: python's own timeouts would poll it, and a polled socket
+    # is never upgraded)
+    timeo = int(os.environ.get('HOSTILE_TIMEO', '0'))
+    if timeo:
+        tv = struct.pack('ll', timeo, 0)
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+    # HOSTILE_DELAY=s: let the server's answer arrive before the first
+    # send, which then takes it (else the answer may find us half-closed)
+    time.sleep(float(os.environ.get('HOSTILE_DELAY', '0')))
+    try:
+        c.sendall(client_payload())
+        c.shutdown(socket.SHUT_WR)
+        data = read_all(c)
+    except OSError as e:
+        print('victim-client: %s' % e)
+        return 1
     with open(out, 'wb') as f:
         f.write(data)
     return 0
