@@ -64,7 +64,8 @@ void rsx_wire_encode(const struct rsx_hello *h, uint8_t out[RSX_WIRE_LEN])
  * -EAGAIN: fewer than RSX_WIRE_LEN bytes, and those are a possible start of
  *          a message (wait for more, within reason).
  * -EPROTO: not a message of ours (leave the bytes to the application).
- * -EINVAL: magic and checksum are right but a field is not acceptable.
+ * -EINVAL: magic and checksum are right but a field is not acceptable;
+ *          h->type, h->version and h->nonce are set (for the NAK).
  */
 int rsx_wire_decode(const uint8_t *buf, size_t len, struct rsx_hello *h)
 {
@@ -79,11 +80,12 @@ int rsx_wire_decode(const uint8_t *buf, size_t len, struct rsx_hello *h)
 	memset(h, 0, sizeof(*h));
 	h->type = buf[8];
 	h->version = buf[9];
+	/* before any -EINVAL: the NAK that answers it must echo the nonce */
+	h->nonce = get64(buf + 16);
 	if (get16(buf + 10) != RSX_WIRE_LEN || get32(buf + 12) != 0)
 		return -EINVAL;
 	if (h->type < RSX_MSG_HELLO || h->type > RSX_MSG_NAK)
 		return -EINVAL;
-	h->nonce = get64(buf + 16);
 	h->reason = buf[49];
 	if (h->type == RSX_MSG_NAK)
 		return h->reason > RSX_NAK_NONE && h->reason < RSX_NAK_MAX ?
@@ -102,7 +104,7 @@ int rsx_wire_decode(const uint8_t *buf, size_t len, struct rsx_hello *h)
 		return -EINVAL;
 	if (h->mtu < 1 || h->mtu > 5)	/* IBV_MTU_256 .. IBV_MTU_4096 */
 		return -EINVAL;
-	if (h->rq_depth < 16 || h->rq_depth > 16384)
+	if (h->rq_depth < RSX_WIRE_RQ_MIN || h->rq_depth > RSX_WIRE_RQ_MAX)
 		return -EINVAL;
 	if (h->ring_size < RSX_RING_MIN || h->ring_size > RSX_RING_MAX ||
 	    (h->ring_size & (h->ring_size - 1)))

@@ -40,6 +40,14 @@
 #define RSX_CTRL_SIZE		64
 #define RSX_RING_MIN		4096u
 #define RSX_RING_MAX		(1u << 27)
+/*
+ * Fewest receives a peer may keep posted: a sender holds 64 of the peer's
+ * message credits back for control messages, and a receiver returns
+ * credits after 32 messages, so a smaller window would stall the stream
+ * (and below 64 would give the sender no limit at all).
+ */
+#define RSX_WIRE_RQ_MIN		128
+#define RSX_WIRE_RQ_MAX		16384
 
 extern const uint8_t rsx_wire_magic[RSX_WIRE_MAGIC_LEN];
 
