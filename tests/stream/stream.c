@@ -25,6 +25,7 @@
  *     -u        leave the last 100 bytes unread and close (tests close
  *               with unread data; only the sender's check counts)
  *     -P COUNT  ping-pong COUNT times 64 bytes, print latency percentiles
+ *               (p50, p90, p99, p99.9) and the mean round trip
  *     -T BYTES  throughput: the client writes BYTES in 1 MiB writes
  *     -r COUNT  that many connections, one after another (default 1)
  *     -w MS     the server waits MS ms after accept() before it reads or
@@ -312,11 +313,18 @@ out:
 	return NULL;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 static void run_pingpong(int fd)
 {
-	uint64_t *lat = calloc(pingpong, sizeof(*lat)), t;
+	uint64_t *lat = calloc(pingpong, sizeof(*lat)), t, sum = 0;
 	uint8_t buf[64] = { 0 };
-	unsigned int i, j;
+	unsigned int i;
 
 	for (i = 0; i < pingpong; i++) {
 		t = now_ns();
@@ -334,18 +342,17 @@ static void run_pingpong(int fd)
 			}
 		}
 		lat[i] = now_ns() - t;
+		sum += lat[i];
 	}
 	if (is_server)
 		return;
-	for (i = 1; i < pingpong; i++)	/* insertion sort: small counts */
-		for (j = i; j && lat[j - 1] > lat[j]; j--) {
-			t = lat[j];
-			lat[j] = lat[j - 1];
-			lat[j - 1] = t;
-		}
+	qsort(lat, pingpong, sizeof(*lat), cmp_u64);
 	printf("rsx-stream: ok pingpong n=%u p50_us=%.1f p90_us=%.1f "
-	       "p99_us=%.1f\n", pingpong, lat[pingpong / 2] / 1e3,
-	       lat[pingpong * 9 / 10] / 1e3, lat[pingpong * 99 / 100] / 1e3);
+	       "p99_us=%.1f p999_us=%.1f avg_us=%.1f\n", pingpong,
+	       lat[pingpong / 2] / 1e3, lat[pingpong * 9 / 10] / 1e3,
+	       lat[pingpong * 99 / 100] / 1e3,
+	       lat[(uint64_t)pingpong * 999 / 1000] / 1e3,
+	       sum / 1e3 / pingpong);
 	free(lat);
 }
 
