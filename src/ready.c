@@ -440,11 +440,14 @@ int rsx_ready_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	if (!s)
 		return 1;
 	pthread_mutex_lock(&s->lock);
-	if (s->state == RSX_ST_UPGRADED && s->conn && op != EPOLL_CTL_DEL) {
+	if (op != EPOLL_CTL_DEL && rsx_sock_ready_wanted(s) &&
+	    !(s->rdy && s->rdy->swapped)) {
+		/* upgraded, or waiting for the answer: x stands in from now */
 		ret = rsx_ready_on(s, fd);
 		if (ret < 0)
 			goto out;
-		s->rdy->swapped = 1;
+		rsx_ready_swap(s);
+		rsx_sock_ready_sync(s);
 	}
 	if (s->rdy && s->rdy->swapped)
 		target = s->rdy->x;

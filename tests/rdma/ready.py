@@ -245,6 +245,13 @@ def epmisc_client(host, port):
         fail("epmisc: no echo")
     fd = s.fileno()
     IN, ET, RDHUP = select.EPOLLIN, select.EPOLLET, select.EPOLLRDHUP
+    s.sendall(b"pre!")
+    time.sleep(0.5)                 # the echo waits in the ring
+    pre = select.epoll()            # the first registration: x is made
+    pre.register(fd, IN)
+    expect("data already in the ring", pre.poll(10), [(fd, IN)])
+    expect("read", s.recv(4), b"pre!")
+    pre.close()
     lt, et, outer = select.epoll(), select.epoll(), select.epoll()
     lt.register(fd, IN)
     et.register(fd, IN | ET)
