@@ -179,6 +179,8 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events)
 		pthread_mutex_lock(&s->lock);
 		if (ret < 0)
 			return errno == EINTR ? -EINTR : 0;
+		if (pfd[0].revents & POLLNVAL)
+			return -EBADF;
 		return pfd[0].revents;
 	}
 	if (c->polling) {
@@ -230,6 +232,9 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events)
 	if (pfd[2].revents)
 		rsx_conn_event(c);
 	rev = pfd[0].revents;
+	/* the program closed the descriptor under this blocked call */
+	if ((rev & POLLNVAL) && ret >= 0)
+		ret = -EBADF;
 	c->polling = 0;
 	c->want = 0;
 	c->wake_gen++;
