@@ -25,6 +25,7 @@
 extern RSX_TLS unsigned int rsx_guard;
 
 int rsx_guard_slow(void);
+int rsx_guard_thread(void *(*fn)(void *));
 void rsx_guard_vfork_begin(void);
 
 /* Non-zero when the calling thread must pass straight through to libc. */

@@ -195,9 +195,6 @@ static void *rsx_cm_thread(void *arg)
  */
 static int rsx_cm_start(void)
 {
-	sigset_t all, old;
-	pthread_attr_t attr;
-	pthread_t t;
 	int ret;
 
 	if (rsx_cm_state)
@@ -212,19 +209,11 @@ static int rsx_cm_start(void)
 	rsx_guard_leave();
 	if (!rsx_cm_chan)
 		return -ENODEV;
-	/* the thread takes no signals of the program's */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 64 * 1024);
-	ret = pthread_create(&t, &attr, rsx_cm_thread, NULL);
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	ret = rsx_guard_thread(rsx_cm_thread);
 	if (ret) {
 		rsx_rdma.destroy_event_channel(rsx_cm_chan);
 		rsx_cm_chan = NULL;
-		return -ret;
+		return ret;
 	}
 	rsx_cm_state = 1;
 	return 0;

@@ -93,9 +93,6 @@ static void *rsx_watch_thread(void *arg)
 /* Under rsx_watch_lock. */
 static int rsx_watch_start(void)
 {
-	pthread_attr_t attr;
-	sigset_t all, old;
-	pthread_t t;
 	int ret;
 
 	if (rsx_watch_state)
@@ -105,19 +102,12 @@ static int rsx_watch_start(void)
 		rsx_watch_state = -errno;
 		return rsx_watch_state;
 	}
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 64 * 1024);
-	ret = pthread_create(&t, &attr, rsx_watch_thread, NULL);
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	ret = rsx_guard_thread(rsx_watch_thread);
 	if (ret) {
-		rsx_info("readiness watcher: cannot start: %s", strerror(ret));
+		rsx_info("readiness watcher: cannot start: %s", strerror(-ret));
 		rsx_libc.close(rsx_watch_epfd);
 		rsx_watch_epfd = -1;
-		return -ret;	/* tried again next time */
+		return ret;	/* tried again next time */
 	}
 	rsx_watch_state = 1;
 	return 0;
