@@ -201,7 +201,10 @@ int rsx_ready_on(struct rsx_sock *s, int fd)
 	r->y = rsx_fd_move_high(sv[1]);
 	/* the kernel rounds this up to its minimum (about 4.5 KiB) */
 	rsx_libc.setsockopt(r->x, SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
+	/* high among ours if there is room (64 fds under a limit of 1024) */
 	r->tcp = rsx_libc.fcntl(fd, F_DUPFD_CLOEXEC, rsx_fd_private_base());
+	if (r->tcp < 0)
+		r->tcp = rsx_libc.fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (r->tcp < 0) {
 		ret = -errno;
 		goto err_pair;
