@@ -31,12 +31,17 @@ N=${RSOCKX_LOAD_N:-1000}
 RING=${RSOCKX_LOAD_RING-}
 SOAK=${RSOCKX_LOAD_SOAK:-60}
 CONC=${RSOCKX_LOAD_CONC:-16}
-# Each upgraded connection holds about six descriptors on each side.
 if [ -n "${RSOCKX_LOAD_KEEP:-}" ]; then
 	ulimit -c unlimited
 	echo "/vmrun/core.%p" >/proc/sys/kernel/core_pattern
 fi
-ulimit -Hn 1048576 && ulimit -n $((N * 8 + 1024)) || bail "cannot raise the fd limit"
+# Each upgraded connection holds about six descriptors on each side, some
+# of them in rsockx's private range, which starts 64 below the soft limit
+# (or at 65472 when the limit is higher): with a limit over 65536 that range
+# is large.  (With the default 1024, a server of evented connections runs
+# out of private descriptors after about 12 and answers NAK: see the
+# private-range case at the end.)
+ulimit -Hn 1048576 && ulimit -n 1048576 || bail "cannot raise the fd limit"
 
 printf 'rdma connect * *\n' >"$tmpdir/rdma.conf"
 run_lib() { # STATSFILE CONF CMD...: under the library, rules in CONF,
@@ -51,7 +56,7 @@ status_of() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 fds_of() { local f=(/proc/"$1"/fd/*); echo ${#f[@]}; }
 live_stat() { "$STAT" -p "$1" -a | awk -v k="$2" '$1 == k { print $2 }'; }
 # rdma resource counts of one device (QPs include the GSI QP)
-res_count() { rdma resource show "$1" 2>/dev/null | grep -c "^link $2/"; }
+res_count() { rdma resource show "$1" 2>/dev/null | grep -c "^\(link\|dev\) $2[/ ]"; }
 snap() { # LABEL PID...: one line of what each process and device holds
 	local label=$1 p
 	shift
@@ -78,8 +83,11 @@ wait_point() { # NAME PID: the client reached point NAME (or died)
 start_server() { # LABEL: a rsx-load server on B; sets spid, port
 	port=$(vm_port)
 	rm -f "$tmpdir/$1.ready"
-	run_lib "$tmpdir/$1.sstats" "" "$LOAD" server -l $HOST_B -p "$port" \
-		-r "$tmpdir/$1.ready" >"$tmpdir/$1.server" 2>&1 &
+	(
+		[ -z "${SRV_NOFILE:-}" ] || ulimit -n "$SRV_NOFILE"
+		run_lib "$tmpdir/$1.sstats" "" "$LOAD" server -l $HOST_B -p "$port" \
+			-r "$tmpdir/$1.ready" >"$tmpdir/$1.server" 2>&1
+	) &
 	wait_file "$tmpdir/$1.ready" 400 || bail "$1: server did not start"
 	read -r spid <"$tmpdir/$1.ready"
 }
@@ -147,6 +155,10 @@ for side in c s; do
 done
 diag "hold: MRs per connection: rxe0 $(((m0b - m0a) / (N > 1 ? N - 1 : 1))), rxe1 $(((m1b - m1a) / (N > 1 ? N - 1 : 1)))"
 grep '^setup:' "$tmpdir/hold.client" | sed 's/^/# hold: /'
+fallbacks() { # STATSFILE: the counters of fallbacks and errors that are not 0
+	grep -o ' \(fallback_[a-z]*\|conn_errors\|nak_[a-z]*\|untracked_full\)=[1-9][0-9]*' "$1" | tr -d '\n'
+}
+diag "hold: client stayed-TCP reasons:$(fallbacks "$tmpdir/hold.cstats"); server:$(fallbacks "$tmpdir/hold.sstats")"
 
 # --- soak ------------------------------------------------------------------
 RING=
@@ -200,11 +212,11 @@ for p in $cpid $spid; do
 	check "soak: $who: every connection upgraded ($(get upgraded "$c") of $total)" \
 		test "$(get upgraded "$c")" = "$total" -a "$total" -gt 0
 	check "soak: $who: qps_created == qps_destroyed ($(get qps_created "$c") / $(get qps_destroyed "$c")), no conn_errors" \
-		test "$(get qps_created "$c")" = "$(get qps_destroyed "$c")" -a "$(get conn_errors "$c")" = 0
+		test "$(get qps_created "$c")" != x -a "$(get qps_created "$c")" = "$(get qps_destroyed "$c")" -a "$(get conn_errors "$c")" = 0
 	check "soak: $who: fds back to the warm-up count ($(get fds "$w") -> $(get fds "$e"))" \
-		test "$(get fds "$w")" = "$(get fds "$e")"
+		test "$(get fds "$w")" != x -a "$(get fds "$w")" = "$(get fds "$e")"
 	check "soak: $who: pinned memory back ($(get pinned_kb "$w") -> $(get pinned_kb "$e") KiB)" \
-		test "$(get pinned_kb "$w")" = "$(get pinned_kb "$e")"
+		test "$(get pinned_kb "$w")" != x -a "$(get pinned_kb "$w")" = "$(get pinned_kb "$e")"
 	rw=$(get rss_kb "$w") re=$(get rss_kb "$e")
 	check "soak: $who: RSS growth bounded ($rw -> $re KiB, limit +4096)" \
 		test "$rw" != x -a "$re" != x -a $((${re/x/0} - ${rw/x/0})) -le 4096
@@ -216,5 +228,22 @@ check "soak: QPs of both devices back ($q0a $q1a -> $q0b $q1b)" \
 check "soak: MRs of both devices back ($m0a $m1a -> $m0b $m1b)" \
 	test "$m0a $m1a" = "$m0b $m1b" -a -n "$m0b"
 rdma_crossed "soak: rxe0 and rxe1 carried it" "$s" 1000
+
+# --- the private descriptor range at the default limit ----------------------
+# rsockx bug: ready.c takes the stand-in's copy of the TCP socket from the
+# private range only (F_DUPFD from 64 below the soft limit), so with the
+# usual limit of 1024 an epoll server upgrades about 12 connections and
+# answers NAK (fallback_resources) to the rest.  TODO until fixed.
+SRV_NOFILE=1024 start_server small
+run_lib "$tmpdir/small.cstats" "$tmpdir/rdma.conf" "$LOAD" hold -c $HOST_B -b $HOST_A \
+	-p "$port" -n 24 -P 2 -B 4096 -T 120 >"$tmpdir/small.client" 2>&1
+rc=$?
+stop_server small
+up=$(stat_of "$tmpdir/small.sstats" upgraded)
+if [ $rc = 0 ] && [ "$up" = 24 ]; then
+	ok "fd limit 1024: an epoll server upgrades all of 24 connections"
+else
+	not_ok "fd limit 1024: an epoll server upgrades all of 24 connections (exit $rc, $up upgraded) # TODO private fd range of ready.c"
+fi
 [ -z "${RSOCKX_LOAD_KEEP:-}" ] || cp -r "$tmpdir" /vmrun/keep
 done_testing

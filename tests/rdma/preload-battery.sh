@@ -10,7 +10,7 @@
 # the preloaded run happens in a mount namespace (unshare -m) where a copy
 # of /etc holding ld.so.preload is bind-mounted over /etc.
 # vm-exclusive: yes
-# vm-timeout: 300
+# vm-timeout: 480
 . "$abs_top_srcdir/tests/lib.sh"
 . "$abs_top_srcdir/tests/vm/lib.sh"
 . "$abs_top_srcdir/tests/rdma/stream-lib.sh"
@@ -40,6 +40,7 @@ battery() {
 	case_ dd-file sh -c "dd if='$RSOCKX_LIB' bs=4096 2>/dev/null | sha256sum"
 	case_ seq-sort sh -c 'seq 1 200000 | sort -rn | head -3; seq 1 50000 | sha256sum'
 	case_ coreutils sh -c 'echo a:b:c | cut -d: -f2; printf "%05d\n" 42; basename /x/y/z; expr 6 \* 7; wc -c </etc/passwd; env -i A=1 env; id -u; true; false; echo $?'
+	case_ tar-gzip sh -c "tar -cf - -C '$abs_top_srcdir/src' --sort=name --mtime=@0 --owner=0 --group=0 . | gzip -n | sha256sum"
 	case_ find sh -c "find '$abs_top_srcdir/tests/unit' -name '*.c' | sort"
 	case_ python python3 -c 'import hashlib, json, subprocess, os
 print(sum(range(10**5)))
@@ -86,7 +87,7 @@ print(len(got), hashlib.sha256(got).hexdigest(), got == data)'
 	nc -l 127.0.0.1 "$port" >"$o/nc.recv" &
 	web=$!
 	wait_listen "$port"
-	case_ nc sh -c "seq 1 20000 | nc -N 127.0.0.1 $port"
+	case_ nc sh -c "seq 1 20000 | nc -N 127.0.0.1 $port; echo nc exit \$?"
 	wait $web
 	case_ nc-recv sha256sum <"$o/nc.recv"
 	# the project's programs, on loopback
