@@ -244,7 +244,7 @@ check "soak: QPs of both devices back ($q0a $q1a -> $q0b $q1b)" \
 	test "$q0a $q1a" = "$q0b $q1b" -a -n "$q0b"
 check "soak: MRs of both devices back ($m0a $m1a -> $m0b $m1b)" \
 	test "$m0a $m1a" = "$m0b $m1b" -a -n "$m0b"
-rdma_crossed "soak: rxe0 and rxe1 carried it" "$s" 1000
+rdma_crossed "soak: rxe0 and rxe1 carried it" "$s" "${conns:-1}"
 
 # --- the private descriptor range at the default limit ----------------------
 # rsockx bug: ready.c takes the stand-in's copy of the TCP socket from the
