@@ -22,7 +22,7 @@
 # the hold part; empty: the library's default), RSOCKX_LOAD_SOAK (seconds),
 # RSOCKX_LOAD_CONC.
 # vm-exclusive: yes
-# vm-timeout: 420
+# vm-timeout: 600
 . "$abs_top_srcdir/tests/lib.sh"
 . "$abs_top_srcdir/tests/vm/lib.sh"
 . "$abs_top_srcdir/tests/rdma/stream-lib.sh"
