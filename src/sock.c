@@ -65,8 +65,15 @@ void rsx_sock_put(struct rsx_sock *s)
 		return;		/* static sentinel, never freed */
 	if (atomic_fetch_sub_explicit(&s->ref, 1, memory_order_acq_rel) != 1)
 		return;
-	/* nobody else holds s: the lock is not needed */
+	/*
+	 * Nobody else holds a reference, but the watcher thread may be in
+	 * the middle of an event of s under s->lock (it finds s through its
+	 * table, without a reference): take the stand-in away under the lock,
+	 * so that the watcher is done with it first.
+	 */
+	pthread_mutex_lock(&s->lock);
 	rsx_ready_off(s, 0);
+	pthread_mutex_unlock(&s->lock);
 	rsx_ready_quiesce(s);
 	if (s->conn) {
 		rsx_conn_destroy(s->conn);
