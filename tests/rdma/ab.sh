@@ -46,9 +46,17 @@ v = [s[k] for k in ("p50_us", "p90_us", "p99_us", "p999_us")]
 sys.exit(v != sorted(v))' "$tmpdir/ab.json"
 check "JSON: says Soft-RoCE numbers are not hardware numbers" \
 	grep -q '"note": "Soft-RoCE is a software NIC' "$tmpdir/ab.json"
-check "JSON: the raw-verbs column (ib_write_lat) has round trips" /usr/bin/python3 -c 'import json, sys
+# perftest cannot always measure the CPU clock of a starved emulated VM
+# (inf latencies): rsockx-ab must then say so, not print a number
+if /usr/bin/python3 -c 'import json, sys
+v = json.load(open(sys.argv[1]))["summary"]["pingpong"]["verbs"]
+sys.exit(not (v["runs"] == 0 and "no valid numbers" in json.dumps(v)))' "$tmpdir/ab.json" 2>/dev/null; then
+	skip "JSON: the raw-verbs column: ib_write_lat gave inf on this busy VM"
+else
+	check "JSON: the raw-verbs column (ib_write_lat) has round trips" /usr/bin/python3 -c 'import json, sys
 v = json.load(open(sys.argv[1]))["summary"]["pingpong"]["verbs"]
 sys.exit(not (v["runs"] == 1 and v["p50_us"] > 0 and v["throughput"] > 0))' "$tmpdir/ab.json"
+fi
 check "CSV: the rsockx row says rdma, with numbers" /usr/bin/python3 -c 'import csv, sys
 rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["mode"] == "rsockx"]
 r = rows[0]
