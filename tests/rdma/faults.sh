@@ -152,8 +152,9 @@ link_case() {
 	done
 }
 if part link; then
-	link_case link-down
-	link_case link-down-tcp-stalled stall
+	# RSOCKX_FAULTS_LINK: the variants (default both)
+	case " ${RSOCKX_FAULTS_LINK:-plain stall} " in *" plain "*) link_case link-down ;; esac
+	case " ${RSOCKX_FAULTS_LINK:-plain stall} " in *" stall "*) link_case link-down-tcp-stalled stall ;; esac
 fi
 
 # --- 3. QP error injected ------------------------------------------------------
