@@ -14,6 +14,7 @@ are printed as "key=value" words for the test to report.
   shutrd    client: a thread blocks in recv(); another thread calls
             shutdown(SHUT_RDWR); the recv must return (within 5 s) while
             the peer keeps the connection open
+  shutrdonly  the same with shutdown(SHUT_RD): nothing goes to the peer
   closerd   client: a thread blocks in recv(); another thread closes the
             socket.  Linux lets the recv go on until the peer sends or
             closes (the server closes after HOLD s) and returns EOF; it
@@ -105,7 +106,7 @@ def serve(scenario, ls):
         time.sleep(HOLD)
         c.close()
         return "closed after %.0f s" % HOLD
-    if scenario == "shutrd":
+    if scenario in ("shutrd", "shutrdonly"):
         recv_exact(c, 1000)
         c.sendall(b"k")
         rest = 0
@@ -185,7 +186,7 @@ def client(scenario, host, port):
     s.sendall(pattern(5, 1000))
     if recv_exact(s, 1) != b"k":
         fail("no answer")
-    if scenario in ("shutrd", "closerd"):
+    if scenario in ("shutrd", "shutrdonly", "closerd"):
         res = {}
 
         def reader():
@@ -200,12 +201,14 @@ def client(scenario, host, port):
         th.start()
         time.sleep(0.5)      # the reader is asleep in recv now
         t0 = time.monotonic()
-        if scenario == "shutrd":
-            s.shutdown(socket.SHUT_RDWR)
+        if scenario.startswith("shutrd"):
+            s.shutdown(socket.SHUT_RDWR if scenario == "shutrd"
+                       else socket.SHUT_RD)
             th.join(HOLD - 1.5)
             if th.is_alive():
-                fail("recv still blocked %.1f s after shutdown(SHUT_RDWR)"
-                     % (time.monotonic() - t0))
+                fail("recv still blocked %.1f s after shutdown(%s)"
+                     % (time.monotonic() - t0, "SHUT_RDWR"
+                        if scenario == "shutrd" else "SHUT_RD"))
             s.close()
         else:
             fd = s.detach()

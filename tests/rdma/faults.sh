@@ -250,8 +250,9 @@ done
 if part races; then
 	py_check "close with unread data while the peer sends" closesend
 	py_check "shutdown(SHUT_RDWR) from another thread wakes a blocked recv" shutrd
+	py_check "shutdown(SHUT_RD) from another thread wakes a blocked recv" shutrdonly
 	py_check "close from another thread while one is blocked in recv (Linux: it returns when the peer closes)" closerd
-	for sc in closesend shutrd closerd; do
+	for sc in closesend shutrd shutrdonly closerd; do
 		check "$sc: the connection was upgraded" test "$(stat_of $tmpdir/$sc.cstats upgraded)" = 1
 	done
 fi
