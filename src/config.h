@@ -61,6 +61,7 @@ struct rsx_config {
 	int probe_timeout_ms;	/* RSOCKX_PROBE_TIMEOUT_MS: no answer = no */
 	int probe_ttl_s;	/* RSOCKX_PROBE_TTL_S: "rsockx here" is kept */
 	int probe_neg_ttl_s;	/* RSOCKX_PROBE_NEG_TTL_S: "no" is kept */
+	uint32_t test_qp_err_after; /* RSOCKX_TEST_QP_ERR_AFTER: test hook */
 	struct rsx_rules rules;
 	char error[256];	/* first error, "source:line: reason" */
 };

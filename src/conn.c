@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "conn.h"
 #include "fdtab.h"
 #include "guard.h"
@@ -592,6 +593,22 @@ static void rsx_iov_copy(const struct iovec *iov, int iovcnt, size_t skip,
 	}
 }
 
+/* RSOCKX_TEST_QP_ERR_AFTER: the QP breaks when tx_head crosses the mark. */
+static void rsx_test_qp_err(struct rsx_conn *c, uint32_t chunk)
+{
+	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_ERR };
+	uint64_t mark = rsx_config.test_qp_err_after;
+
+	if (c->tx_head < mark || c->tx_head - chunk >= mark)
+		return;
+	rsx_guard_enter();
+	if (rsx_ibv.modify_qp(c->qp, &qa, IBV_QP_STATE))
+		rsx_warn("test: QP %u to ERR failed", c->qp->qp_num);
+	rsx_guard_leave();
+	rsx_info("test: QP %u moved to ERR after %llu bytes", c->qp->qp_num,
+		 (unsigned long long)c->tx_head);
+}
+
 /*
  * Writes up to len bytes of iov (after skip) into the peer's ring, as much
  * as credits allow now.  Returns the bytes written (0 if none fit).
@@ -627,6 +644,8 @@ ssize_t rsx_conn_write(struct rsx_conn *c, const struct iovec *iov,
 		c->tx_head += chunk;
 		done += chunk;
 		rsx_stat_add(RSX_STAT_rdma_tx_bytes, chunk);
+		if (unlikely(rsx_config.test_qp_err_after))
+			rsx_test_qp_err(c, chunk);
 	}
 	return done;
 }

@@ -68,6 +68,9 @@ static void rsx_init_tunables(void)
 		    sizeof(int));
 	rsx_env_num("RSOCKX_PROBE_NEG_TTL_S", 0, 86400, 0,
 		    &c->probe_neg_ttl_s, sizeof(int));
+	/* fault tests: break each QP after it sent this many bytes */
+	rsx_env_num("RSOCKX_TEST_QP_ERR_AFTER", 1, UINT32_MAX, 0,
+		    &c->test_qp_err_after, sizeof(uint32_t));
 }
 
 /*

@@ -1033,6 +1033,15 @@ static void rsx_finish(struct rsx_sock *s, int fd, int timeout_ms)
 	}
 }
 
+/* Wakes the thread asleep in rsx_sleep() on c; s->lock held. */
+static void rsx_kick(struct rsx_conn *c)
+{
+	uint64_t kick = 1;
+
+	if (rsx_libc.write(c->kick_fd, &kick, sizeof(kick)) < 0)
+		rsx_dbg("kick: %s", strerror(errno));
+}
+
 int rsx_sock_shutdown(int fd, int how)
 {
 	struct rsx_sock *s = rsx_fd_get(fd);
@@ -1043,8 +1052,12 @@ int rsx_sock_shutdown(int fd, int how)
 	if (s) {
 		pthread_mutex_lock(&s->lock);
 		upgraded = s->state == RSX_ST_UPGRADED && s->conn->tx_ring;
-		if (how == SHUT_RD || how == SHUT_RDWR)
+		if ((how == SHUT_RD || how == SHUT_RDWR) && !s->rd_shut) {
 			s->rd_shut = 1;
+			/* a recv asleep on the connection returns 0, as on TCP */
+			if (upgraded && s->conn->polling)
+				rsx_kick(s->conn);
+		}
 		if ((how == SHUT_WR || how == SHUT_RDWR) && !s->wr_shut) {
 			s->wr_shut = 1;
 			if (upgraded)

@@ -31,14 +31,20 @@
  *     -w MS     the server waits MS ms after accept() before it reads or
  *               writes (so the client's first bytes go out before any
  *               answer to its HELLO can come back)
+ *     -k        tolerate the stream ending early (fault tests): the
+ *               bytes that came must still be the right ones; then print
+ *               "rsx-stream: cut ..." with the bytes sent and received
+ *               intact and how each direction ended (EOF or the errno
+ *               name), and exit 3.  SIGPIPE is ignored.
  *
  * Prints "rsx-stream: ok ..." and exits 0, or says what went wrong and
- * exits 1 (wrong data) or 2 (error).
+ * exits 1 (wrong data) or 2 (error), or 3 (cut short, with -k).
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,7 +57,7 @@
 static uint64_t nbytes = 1 << 20, tput_bytes;
 static unsigned int maxpiece = 65536, seed = 1, pingpong;
 static int server_first, halfclose, unread, dir_c2s = 1, dir_s2c = 1;
-static int is_server, repeat = 1, accept_wait_ms;
+static int is_server, repeat = 1, accept_wait_ms, keepgoing;
 
 struct gen {
 	uint64_t s;
@@ -128,6 +134,8 @@ struct side {
 	struct gen g;
 	uint64_t hash;
 	const char *err;
+	uint64_t done;		/* bytes sent, or received intact */
+	int end_errno;		/* how it ended early: 0 EOF, else errno */
 };
 
 static uint64_t fnv(uint64_t h, const uint8_t *p, size_t n)
@@ -203,7 +211,10 @@ static void *sender(void *arg)
 				k = 0;
 				continue;
 			}
+			if (k > 0)
+				sd->done += k;
 			if (k <= 0) {
+				sd->end_errno = k < 0 ? errno : 0;
 				sd->err = "send failed";
 				free(buf);
 				return NULL;
@@ -212,7 +223,7 @@ static void *sender(void *arg)
 		left -= n;
 	}
 	if (halfclose && shutdown(sd->fd, SHUT_WR))
-		sd->err = "shutdown";
+		sd->err = "shutdown", sd->end_errno = errno;
 	free(buf);
 	return NULL;
 }
@@ -276,6 +287,7 @@ static void *receiver(void *arg)
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 0) {
+			sd->end_errno = errno;
 			sd->err = "receive failed";
 			goto out;
 		}
@@ -298,6 +310,7 @@ static void *receiver(void *arg)
 		if (!got)
 			first_byte_seen();
 		got += k;
+		sd->done = got;
 	}
 	first_byte_seen();
 	if (halfclose && !unread) {
@@ -387,6 +400,23 @@ static void run_tput(int fd)
 	free(buf);
 }
 
+/* How one direction ended (for -k): ok, EOF or the errno's name. */
+static const char *end_name(const struct side *sd)
+{
+	if (!sd->err)
+		return "ok";
+	if (!sd->end_errno)
+		return "EOF";
+	switch (sd->end_errno) {
+	case ECONNRESET: return "ECONNRESET";
+	case EPIPE: return "EPIPE";
+	case EIO: return "EIO";
+	case ETIMEDOUT: return "ETIMEDOUT";
+	case ECONNABORTED: return "ECONNABORTED";
+	default: return strerror(sd->end_errno);
+	}
+}
+
 static void run(int fd)
 {
 	struct side tx = { .fd = fd }, rx = { .fd = fd };
@@ -424,6 +454,15 @@ static void run(int fd)
 	pthread_create(&rt, NULL, receiver, &rx);
 	pthread_join(tt, NULL);
 	pthread_join(rt, NULL);
+	if (keepgoing && (tx.err || rx.err)) {
+		printf("rsx-stream: cut %s sent=%llu received=%llu tx_end=%s "
+		       "rx_end=%s\n", is_server ? "server" : "client",
+		       (unsigned long long)tx.done,
+		       (unsigned long long)rx.done, end_name(&tx),
+		       end_name(&rx));
+		fflush(stdout);
+		exit(3);
+	}
 	if (tx.err || rx.err) {
 		fprintf(stderr, "rsx-stream: %s\n", tx.err ? tx.err : rx.err);
 		exit(1);
@@ -463,7 +502,7 @@ int main(int argc, char **argv)
 	}
 	is_server = !strcmp(argv[1], "server");
 	optind = 2;
-	while ((opt = getopt(argc, argv, "c:l:p:b:n:d:M:s:fHuP:T:6r:w:")) != -1) {
+	while ((opt = getopt(argc, argv, "c:l:p:b:n:d:M:s:fHuP:T:6r:w:k")) != -1) {
 		switch (opt) {
 		case 'c': host = optarg; break;
 		case 'l': host = optarg; break;
@@ -484,6 +523,7 @@ int main(int argc, char **argv)
 		case '6': family = AF_INET6; break;
 		case 'r': repeat = atoi(optarg); break;
 		case 'w': accept_wait_ms = atoi(optarg); break;
+		case 'k': keepgoing = 1; break;
 		default: return 2;
 		}
 	}
@@ -491,6 +531,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "rsx-stream: -p (and -c for a client) needed\n");
 		return 2;
 	}
+	if (keepgoing)
+		signal(SIGPIPE, SIG_IGN);
 	if (is_server) {
 		lfd = tcp_socket(host, port, 1, family, &ai);
 		if (lfd < 0)

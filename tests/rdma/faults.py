@@ -1,0 +1,254 @@
+"""Fault scenarios for tests/rdma/faults.sh that need more than rsx-stream.
+
+    faults.py SCENARIO server|client HOST PORT
+
+Both sides print "faults.py: ok SCENARIO ROLE ..." last when all went as
+it must; anything else (a FAIL line, a timeout) is a failure.  Timings
+are printed as "key=value" words for the test to report.
+
+  fd        client: one connection (upgraded), then every free descriptor
+            but one is taken, a second connection (must stay TCP), then
+            both connections are used again, every byte checked
+  memlock   the same with RLIMIT_MEMLOCK lowered to 64 KiB after the first
+            connection (run without CAP_IPC_LOCK, which ignores the limit)
+  shutrd    client: a thread blocks in recv(); another thread calls
+            shutdown(SHUT_RDWR); the recv must return (within 5 s) while
+            the peer keeps the connection open
+  shutrdonly  the same with shutdown(SHUT_RD): nothing goes to the peer
+  closerd   client: a thread blocks in recv(); another thread closes the
+            socket.  Linux lets the recv go on until the peer sends or
+            closes (the server closes after HOLD s) and returns EOF; it
+            must return then too (EOF, or EBADF: the descriptor is gone),
+            without crash, and not hang forever
+  closesend client: reads part of a stream the server keeps sending, closes
+            with unread data; the server's send must fail (EPIPE or
+            ECONNRESET) soon after, not hang
+"""
+import errno
+import os
+import resource
+import socket
+import sys
+import threading
+import time
+
+HOLD = 4.0            # closerd/shutrd: the server keeps the socket this long
+PIECE = 200000
+
+
+def fail(msg):
+    print("faults.py: FAIL %s" % msg, flush=True)
+    sys.exit(1)
+
+
+def pattern(tag, n):
+    """n bytes that depend on tag, so that a mix-up shows."""
+    unit = bytes((tag * 31 + i * 7) & 0xff for i in range(251))
+    return (unit * (n // 251 + 1))[:n]
+
+
+def recv_exact(s, n):
+    out = bytearray()
+    while len(out) < n:
+        b = s.recv(n - len(out))
+        if not b:
+            fail("EOF after %d of %d bytes" % (len(out), n))
+        out += b
+    return bytes(out)
+
+
+def echo_check(s, tag, n=PIECE):
+    data = pattern(tag, n)
+    s.sendall(data)
+    if recv_exact(s, n) != data:
+        fail("echo of connection %d differs" % tag)
+
+
+def connect(host, port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    bind = os.environ.get("FAULTS_BIND")
+    if bind:
+        s.bind((bind, 0))
+    s.connect((host, port))
+    return s
+
+
+def echo_conn(c):
+    try:
+        while True:
+            b = c.recv(65536)
+            if not b:
+                break
+            c.sendall(b)
+    except OSError as e:
+        print("faults.py: server connection ended: %s" % e, flush=True)
+    c.close()
+
+
+# --- servers --------------------------------------------------------------
+def serve(scenario, ls):
+    if scenario in ("fd", "memlock"):
+        threads = []
+        for _ in range(2):
+            c, _ = ls.accept()
+            t = threading.Thread(target=echo_conn, args=(c,))
+            t.start()
+            threads.append(t)
+        for t in threads:
+            t.join()
+        return "served 2"
+    c, _ = ls.accept()
+    if scenario == "closerd":
+        # not waiting for the client's end: a close that another thread's
+        # recv outlives ends nothing (the socket lives on in that call)
+        recv_exact(c, 1000)
+        c.sendall(b"k")
+        time.sleep(HOLD)
+        c.close()
+        return "closed after %.0f s" % HOLD
+    if scenario in ("shutrd", "shutrdonly"):
+        recv_exact(c, 1000)
+        c.sendall(b"k")
+        rest = 0
+        try:
+            while True:       # until the client's end of stream
+                b = c.recv(65536)
+                if not b:
+                    break
+                rest += len(b)
+        except OSError as e:
+            print("faults.py: server read ended: %s" % e, flush=True)
+        time.sleep(HOLD)      # the connection stays open meanwhile
+        c.close()
+        return "held"
+    if scenario == "closesend":
+        recv_exact(c, 1000)
+        c.sendall(b"k")
+        sent = 0
+        buf = pattern(9, 65536)
+        t0 = time.monotonic()
+        tend = None
+        try:
+            while time.monotonic() - t0 < 60:
+                sent += c.send(buf)
+                if tend is None and os.path.exists(CLOSED_FLAG):
+                    tend = time.monotonic()
+        except OSError as e:
+            if e.errno not in (errno.EPIPE, errno.ECONNRESET):
+                fail("send ended with %s" % e)
+            if tend is None:
+                tend = time.monotonic()
+            return "send_err=%s sent=%d err_after_close_s=%.2f" % (
+                errno.errorcode[e.errno], sent, time.monotonic() - tend)
+        fail("sent %d bytes for 60 s to a closed socket" % sent)
+    fail("unknown scenario")
+
+
+CLOSED_FLAG = os.environ.get("FAULTS_FLAG", "/tmp/faults.closed")
+
+
+# --- clients --------------------------------------------------------------
+def take_fds(keep):
+    """Opens /dev/null until EMFILE, then frees keep descriptors."""
+    fds = []
+    try:
+        while True:
+            fds.append(os.open("/dev/null", os.O_RDONLY))
+    except OSError as e:
+        if e.errno != errno.EMFILE:
+            raise
+    for _ in range(keep):
+        os.close(fds.pop())
+    return fds
+
+
+def client(scenario, host, port):
+    if scenario in ("fd", "memlock"):
+        a = connect(host, port)
+        echo_check(a, 1)
+        if scenario == "fd":
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+            held = take_fds(1)   # room for the socket alone
+        else:
+            resource.setrlimit(resource.RLIMIT_MEMLOCK, (65536, 65536))
+            held = []
+        b = connect(host, port)
+        echo_check(b, 2)
+        echo_check(a, 3)
+        echo_check(b, 4)
+        for fd in held:
+            os.close(fd)
+        a.close()
+        b.close()
+        return "two connections checked"
+    s = connect(host, port)
+    s.sendall(pattern(5, 1000))
+    if recv_exact(s, 1) != b"k":
+        fail("no answer")
+    if scenario in ("shutrd", "shutrdonly", "closerd"):
+        res = {}
+
+        def reader():
+            t = time.monotonic()
+            try:
+                res["got"] = s.recv(100)
+            except OSError as e:
+                res["got"] = "errno %s" % errno.errorcode.get(e.errno, e.errno)
+            res["t"] = time.monotonic() - t
+
+        th = threading.Thread(target=reader, daemon=True)
+        th.start()
+        time.sleep(0.5)      # the reader is asleep in recv now
+        t0 = time.monotonic()
+        if scenario.startswith("shutrd"):
+            s.shutdown(socket.SHUT_RDWR if scenario == "shutrd"
+                       else socket.SHUT_RD)
+            th.join(HOLD - 1.5)
+            if th.is_alive():
+                fail("recv still blocked %.1f s after shutdown(%s)"
+                     % (time.monotonic() - t0, "SHUT_RDWR"
+                        if scenario == "shutrd" else "SHUT_RD"))
+            s.close()
+        else:
+            fd = s.detach()
+            os.close(fd)
+            th.join(HOLD + 10)
+            if th.is_alive():
+                fail("recv still blocked %.1f s after close, server closed "
+                     "after %.0f s" % (time.monotonic() - t0, HOLD))
+            # Linux: EOF; rsockx: EOF, or EBADF when the call was reading
+            # the TCP socket (before the peer's cut-over) that is gone
+            if res["got"] not in (b"", "errno EBADF", "errno ECONNRESET"):
+                fail("recv after close returned %r" % (res["got"],))
+        return "recv_returned=%r after_s=%.2f" % (res["got"],
+                                                   time.monotonic() - t0)
+    if scenario == "closesend":
+        got = 0
+        while got < 300000:
+            b = s.recv(65536)
+            if not b:
+                fail("EOF from a server that sends")
+            got += len(b)
+        t0 = time.monotonic()
+        s.close()
+        open(CLOSED_FLAG, "w").close()
+        return "read=%d close_s=%.2f" % (got, time.monotonic() - t0)
+    fail("unknown scenario")
+
+
+def main():
+    scenario, role, host, port = sys.argv[1], sys.argv[2], sys.argv[3], \
+        int(sys.argv[4])
+    if role == "server":
+        ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ls.bind((host, port))
+        ls.listen(4)
+        what = serve(scenario, ls)
+    else:
+        what = client(scenario, host, port)
+    print("faults.py: ok %s %s %s" % (scenario, role, what), flush=True)
+
+
+main()

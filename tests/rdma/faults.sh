@@ -1,0 +1,259 @@
+#!/bin/bash
+# Faults (issue 7): upgraded connections that break must behave like TCP.
+# The survivor of a peer killed mid-stream, a link that goes down, a QP
+# forced into the error state: the bytes that arrive are a correct prefix
+# of the stream (rsx-stream -k checks each one and says how the stream
+# ended), then EOF or an error, never a hang and never a shorter stream
+# that looks complete.  Resources that run out keep new connections on TCP
+# and leave existing ones alone; shutdown and close from another thread
+# wake or end a blocked recv.  Every process is bounded in time.
+# vm-exclusive: yes
+# vm-timeout: 420
+. "$abs_top_srcdir/tests/lib.sh"
+. "$abs_top_srcdir/tests/vm/lib.sh"
+. "$abs_top_srcdir/tests/rdma/stream-lib.sh"
+in_vm || skip_all "runs only in the test VM (tests/vm/run.sh)"
+[ -x "$STREAM" ] || bail "$STREAM not built (make check builds it)"
+
+FAULTS_PY=$abs_top_srcdir/tests/rdma/faults.py
+printf 'rdma connect * *\n' >"$tmpdir/rdma.conf"
+CLI="RSOCKX_CONF=$tmpdir/rdma.conf"
+SRV="RSOCKX_CONF="
+BIG=2000000000	# more than any case sends before its fault
+
+# RSOCKX_FAULTS_ONLY="kill link qperr res exhaust races": only those parts
+# (by hand; run.sh passes RSOCKX_* variables into the VM).  "link" runs
+# only when named: taking vethA down under traffic has locked up the
+# guest kernel (rxe soft lockup, the VM then times out), see part 2.
+RSOCKX_FAULTS_ONLY=${RSOCKX_FAULTS_ONLY:-kill qperr res exhaust races}
+part() { case " $RSOCKX_FAULTS_ONLY " in *" $1 "*) return 0 ;; esac; return 1; }
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# start ROLE LABEL ENV ARGS...: rsx-stream ROLE under the library in the
+# background, $! is rsx-stream itself (so that kill -9 hits it).  ENV may
+# MEMLOCK=KiB (client only): that RLIMIT_MEMLOCK, without CAP_IPC_LOCK
+# (which lets root ignore the limit).
+start() {
+	local role=$1 label=$2 envs=$3 wrap=
+	shift 3
+	[ -n "${MEMLOCK:-}" ] && [ $role = client ] &&
+		wrap="setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock"
+	# shellcheck disable=SC2086
+	([ -n "$wrap" ] && ulimit -l "$MEMLOCK"
+	 exec $wrap env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_STATS_FILE="$tmpdir/$label.${role:0:1}stats" \
+		$envs "$STREAM" "$role" "$@" >"$tmpdir/$label.$role" 2>&1) &
+}
+
+# pair LABEL SRV_ENV CLI_ENV ARGS...: server on B, client bound to A; sets
+# SPID, CPID.
+pair() {
+	local label=$1 senv=$2 cenv=$3 port
+	shift 3
+	port=$(vm_port)
+	rm -f "$tmpdir/$label".*
+	start server "$label" "$senv" -l $HOST_B -p "$port" "$@"
+	SPID=$!
+	wait_listen "$port" || { echo "$label: server did not start" >&2; return 1; }
+	start client "$label" "$cenv" -c $HOST_B -b $HOST_A -p "$port" "$@"
+	CPID=$!
+}
+
+# field LABEL ROLE KEY: KEY=value of the "rsx-stream: cut" line of ROLE
+field() {
+	sed -n "s/^rsx-stream: cut .* $3=\([^ ]*\).*/\1/p" "$tmpdir/$1.$2"
+}
+
+show() { sed "s/^/  $1: /" "$tmpdir/$1.server" "$tmpdir/$1.client" >&2; }
+
+# --- 1. peer killed with SIGKILL mid-stream ----------------------------------
+# kill_case VICTIM(server|client) DIR: the survivor gets a prefix, then EOF
+# or ECONNRESET (receiving) or EPIPE/ECONNRESET (sending), and exits 3.
+kill_case() {
+	local victim=$1 dir=$2 label=kill-$1-$2 vpid spid surv rc=0 t0 ends
+	pair $label "$SRV" "$CLI" -d $dir -n $BIG -k -w 200 || { not_ok "$label: started"; return; }
+	if [ $victim = server ]; then vpid=$SPID spid=$CPID surv=client
+	else vpid=$CPID spid=$SPID surv=server; fi
+	sleep 3
+	kill -0 $vpid 2>/dev/null || { not_ok "$label: victim alive at the kill"; show $label; return; }
+	t0=$(now_ms)
+	kill -9 $vpid
+	wait $vpid 2>/dev/null
+	reap $spid 30 || rc=$?
+	show $label
+	check "$label: $surv exits 3 (cut short, every byte that came right) after $(($(now_ms) - t0)) ms" test $rc = 3
+	if { [ $surv = client ] && [ $dir = s2c ]; } || { [ $surv = server ] && [ $dir = c2s ]; }; then
+		ends=$(field $label $surv rx_end)
+		check "$label: $surv received a prefix ($(field $label $surv received) bytes), then $ends" \
+			test "$(field $label $surv received)" -gt 0 -a \( "$ends" = EOF -o "$ends" = ECONNRESET \)
+	else
+		ends=$(field $label $surv tx_end)
+		check "$label: $surv sent $(field $label $surv sent) bytes, then $ends" \
+			test "$(field $label $surv sent)" -gt 0 -a \( "$ends" = EPIPE -o "$ends" = ECONNRESET \)
+	fi
+	check "$label: $surv was upgraded and counted the broken connection" \
+		test "$(stat_of $tmpdir/$label.${surv:0:1}stats upgraded)" = 1 -a \
+		"$(stat_of $tmpdir/$label.${surv:0:1}stats conn_errors)" -ge 1
+}
+
+if part kill; then
+	kill_case server s2c
+	kill_case server c2s
+	kill_case client c2s
+	kill_case client s2c
+fi
+
+# --- 2. link down mid-stream --------------------------------------------------
+# vethA goes down under a c2s stream: rxe0's packets go nowhere, the RC QPs
+# retry (timeout 14, retry_cnt 7) and fail.  TCP runs over lo here and stays
+# up, so the sender's exit after its error closes it and the receiver hears
+# of the end that way.  With STALL the sender is also stopped (SIGSTOP) when
+# the link goes: its TCP connection stays open and silent, as across a real
+# dead link, and the receiver must find out by itself.
+# link_case LABEL [stall]: bounded to 40 s per end.
+# Not run by default: in one run of three the guest kernel (Debian 6.1,
+# rdma_rxe) reported "soft lockup" in an rsx-stream process after the link
+# went down and never recovered (nothing rsockx can do from user space).
+link_case() {
+	local label=$1 stall=${2:-} rc_c=0 rc_s=0 t0 tc= ts= i
+	pair $label "$SRV" "$CLI" -d c2s -n $BIG -k || { not_ok "$label: started"; return; }
+	sleep 3
+	t0=$(now_ms)
+	ip link set $NETDEV_A down
+	[ -n "$stall" ] && kill -STOP $CPID
+	for ((i = 0; i < 400; i++)); do
+		[ -z "$stall" ] && [ -z "$tc" ] && ! kill -0 $CPID 2>/dev/null && tc=$(($(now_ms) - t0))
+		[ -z "$ts" ] && ! kill -0 $SPID 2>/dev/null && ts=$(($(now_ms) - t0))
+		[ -n "$ts" ] && { [ -n "$tc" ] || [ -n "$stall" ]; } && break
+		sleep 0.1
+	done
+	if [ -n "$stall" ]; then
+		# the server's end is measured: now let the client see its error
+		kill -CONT $CPID
+		for ((i = 0; i < 300; i++)); do
+			kill -0 $CPID 2>/dev/null || break
+			sleep 0.1
+		done
+	fi
+	reap $CPID 1 || rc_c=$?
+	reap $SPID 1 || rc_s=$?
+	ip link set $NETDEV_A up
+	show $label
+	diag "$label: client (sender) ended after ${tc:-(not timed)} ms, server (receiver) after ${ts:-never: killed at 40 s} ms"
+	check "$label: the sender got $(field $label client tx_end)${tc:+ after $tc ms}" \
+		test $rc_c = 3 -a "$(field $label client tx_end)" != ok
+	check "$label: the receiver got a prefix ($(field $label server received) bytes), then $(field $label server rx_end) after ${ts:-40000+} ms" \
+		test $rc_s = 3 -a "$(field $label server received)" -gt 0 -a "$(field $label server rx_end)" != ok
+	check "$label: both ends were upgraded" upgraded $label
+	# the ports come back ACTIVE with the link
+	for ((i = 0; i < 100; i++)); do
+		rdma link show $DEV_A/1 2>/dev/null | grep -q 'state ACTIVE' && break
+		sleep 0.1
+	done
+}
+if part link; then
+	# RSOCKX_FAULTS_LINK: the variants (default both)
+	case " ${RSOCKX_FAULTS_LINK:-plain stall} " in *" plain "*) link_case link-down ;; esac
+	case " ${RSOCKX_FAULTS_LINK:-plain stall} " in *" stall "*) link_case link-down-tcp-stalled stall ;; esac
+fi
+
+# --- 3. QP error injected ------------------------------------------------------
+# RSOCKX_TEST_QP_ERR_AFTER moves the sender's QP to ERR after 1 MB: the
+# sender gets an error, the receiver a correct prefix and then ECONNRESET,
+# never a clean EOF after fewer bytes.
+qperr_case() {
+	local label=qp-err-$1 dir=$1 senv=$SRV cenv=$CLI rc_c=0 rc_s=0 snd rcv
+	if [ $dir = c2s ]; then cenv="$cenv RSOCKX_TEST_QP_ERR_AFTER=1000000" snd=client rcv=server
+	else senv="$senv RSOCKX_TEST_QP_ERR_AFTER=1000000" snd=server rcv=client; fi
+	pair $label "$senv" "$cenv" -d $dir -n 8000000 -k -w 200 || { not_ok "$label: started"; return; }
+	reap $CPID 60 || rc_c=$?
+	reap $SPID 10 || rc_s=$?
+	show $label
+	local rc_snd=$rc_c rc_rcv=$rc_s
+	[ $snd = server ] && rc_snd=$rc_s rc_rcv=$rc_c
+	check "$label: the sender ($snd) got $(field $label $snd tx_end) after $(field $label $snd sent) bytes" \
+		test $rc_snd = 3 -a \( "$(field $label $snd tx_end)" = ECONNRESET -o "$(field $label $snd tx_end)" = EIO \)
+	check "$label: the receiver got a prefix ($(field $label $rcv received) bytes), then $(field $label $rcv rx_end)" \
+		test $rc_rcv = 3 -a "$(field $label $rcv received)" -gt 0 -a \
+		\( "$(field $label $rcv rx_end)" = ECONNRESET -o "$(field $label $rcv rx_end)" = EIO \)
+	check "$label: upgraded, the sender counted conn_errors" \
+		test "$(stat_of $tmpdir/$label.${snd:0:1}stats upgraded)" = 1 -a \
+		"$(stat_of $tmpdir/$label.${snd:0:1}stats conn_errors)" -ge 1
+}
+if part qperr; then
+	qperr_case c2s
+	qperr_case s2c
+fi
+
+# --- 4. resources ---------------------------------------------------------------
+# res_case LABEL CLI_ENV: the client cannot register its ring: TCP, counted
+# as fallback_resources, every byte right.
+res_case() {
+	local label=$1 rc_c=0 rc_s=0
+	pair $label "$SRV" "$2" -n 1000000 || { not_ok "$label: started"; return; }
+	reap $CPID 60 || rc_c=$?
+	reap $SPID 10 || rc_s=$?
+	show $label
+	check "$label: every byte right" test $rc_c = 0 -a $rc_s = 0
+	check "$label: stayed TCP, fallback_resources counted" \
+		test "$(stat_of $tmpdir/$label.cstats fallback_resources)" -ge 1 -a \
+		"$(stat_of $tmpdir/$label.cstats upgraded)" = 0 -a \
+		"$(stat_of $tmpdir/$label.sstats upgraded)" = 0
+}
+if part res; then
+	MEMLOCK=64 res_case memlock-64k "$CLI"
+	MEMLOCK=1024 res_case ring-too-big "$CLI RSOCKX_RING_SIZE=64m"
+fi
+
+# py_case SCENARIO [nocap]: faults.py server on B, client on A; sets rc
+py_case() {
+	local name=$1 port spid rc=0 wrap=
+	[ "${2:-}" = nocap ] && wrap="setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock"
+	port=$(vm_port)
+	rm -f "$tmpdir/$name".* "$tmpdir/closed"
+	timeout 60 env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_CONF= FAULTS_FLAG="$tmpdir/closed" \
+		RSOCKX_STATS_FILE="$tmpdir/$name.sstats" \
+		"$PYTHON" "$FAULTS_PY" "$name" server $HOST_B "$port" \
+		>"$tmpdir/$name.server" 2>&1 &
+	spid=$!
+	wait_listen "$port" || { kill $spid; echo "$name: server did not start" >&2; return 1; }
+	# shellcheck disable=SC2086
+	timeout 60 $wrap env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_CONF="$tmpdir/rdma.conf" \
+		RSOCKX_STATS_FILE="$tmpdir/$name.cstats" FAULTS_BIND=$HOST_A \
+		FAULTS_FLAG="$tmpdir/closed" \
+		"$PYTHON" "$FAULTS_PY" "$name" client $HOST_B "$port" \
+		>"$tmpdir/$name.client" 2>&1 || rc=1
+	reap $spid 30 || rc=1
+	show $name
+	[ $rc = 0 ] && grep -q "^faults.py: ok $name client" "$tmpdir/$name.client" &&
+		grep -q "^faults.py: ok $name server" "$tmpdir/$name.server"
+}
+okline() { sed -n "s/^faults.py: ok $1 $2 //p" "$tmpdir/$1.$2"; }
+
+# py_check DESC SCENARIO [nocap]: one TAP point with what both sides said
+py_check() {
+	local rc=0
+	py_case "$2" "${3:-}" || rc=1
+	check "$1: $(okline "$2" client) / server: $(okline "$2" server)" test $rc = 0
+}
+
+part exhaust &&
+for sc in fd memlock; do
+	py_check "exhausted $sc: first connection upgraded, second TCP, both right" \
+		$sc $([ $sc = memlock ] && echo nocap)
+	check "exhausted $sc: the client counted 1 upgrade and fallback_resources" \
+		test "$(stat_of $tmpdir/$sc.cstats upgraded)" = 1 -a \
+		"$(stat_of $tmpdir/$sc.cstats fallback_resources)" -ge 1
+done
+
+# --- 5. close and shutdown races ---------------------------------------------------
+if part races; then
+	py_check "close with unread data while the peer sends" closesend
+	py_check "shutdown(SHUT_RDWR) from another thread wakes a blocked recv" shutrd
+	py_check "shutdown(SHUT_RD) from another thread wakes a blocked recv" shutrdonly
+	py_check "close from another thread while one is blocked in recv (Linux: it returns when the peer closes)" closerd
+	for sc in closesend shutrd shutrdonly closerd; do
+		check "$sc: the connection was upgraded" test "$(stat_of $tmpdir/$sc.cstats upgraded)" = 1
+	done
+fi
+done_testing
