@@ -645,7 +645,8 @@ void rsx_ready_fork_child(void)
 		rsx_libc.close(rsx_watch_epfd);
 	rsx_watch_epfd = -1;
 	rsx_watch_state = 0;
-	memset(rsx_watch, 0, rsx_watch_cap * sizeof(*rsx_watch));
+	if (rsx_watch)
+		memset(rsx_watch, 0, rsx_watch_cap * sizeof(*rsx_watch));
 	atomic_store(&rsx_watch_busy, NULL);
 }
 
