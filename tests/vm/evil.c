@@ -10,6 +10,8 @@
  * thing a peer must not be able to do:
  *
  *   outside  RDMA WRITE 4096 bytes past the end of the server's ring+ctrl
+ *   edge     RDMA WRITE of 16 bytes straddling the end of the control
+ *            area (8 in, 8 out; the page behind it is the server's too)
  *   read     RDMA READ of the server's ring (it grants REMOTE_WRITE only)
  *   oldkey   upgrade, close, upgrade again, then write with the first
  *            connection's rkey and address (after a control write with
@@ -364,7 +366,7 @@ static const char *server_closed(struct link *l)
 static void usage(void)
 {
 	fprintf(stderr, "usage: evil -d DEV -g GIDX -c HOST -p PORT [-b ADDR] "
-		"-m outside|read|oldkey|bigimm|credit\n");
+		"-m outside|edge|read|oldkey|bigimm|credit\n");
 	exit(2);
 }
 
@@ -396,6 +398,11 @@ int main(int argc, char **argv)
 		upgrade(&l, host, port, bind_to, 0);
 		ret = post(&l, IBV_WR_RDMA_WRITE, l.peer.ring_addr +
 			   l.peer.ring_size + 4096, l.peer.rkey, 64, 0);
+	} else if (!strcmp(mode, "edge")) {
+		upgrade(&l, host, port, bind_to, 0);
+		ret = post(&l, IBV_WR_RDMA_WRITE, l.peer.ring_addr +
+			   l.peer.ring_size + RSX_CTRL_SIZE - 8, l.peer.rkey,
+			   16, 0);
 	} else if (!strcmp(mode, "read")) {
 		upgrade(&l, host, port, bind_to, 1);
 		ret = post(&l, IBV_WR_RDMA_READ, l.peer.ring_addr,
