@@ -23,15 +23,15 @@ printf 'rdma connect * *\n' >"$tmpdir/rdma.conf"
 line() { grep -Eq "$2" "$1"; }
 
 for mode in outside edge read oldkey bigimm credit; do
-	d=$tmpdir/$mode
-	mkdir -p "$d"
+	dir=$tmpdir/$mode
+	mkdir -p "$dir"
 	# the evil connection(s), then the honest one
 	n=2 k=1
 	[ $mode = oldkey ] && n=3 k=2
 	port=$(vm_port)
 	timeout 120 env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_CONF= \
-		RSOCKX_LOG=info RSOCKX_STATS_FILE="$d/sstats" \
-		"$PYTHON" "$py" server $HOST_B "$port" $n >"$d/server" 2>&1 &
+		RSOCKX_LOG=info RSOCKX_STATS_FILE="$dir/sstats" \
+		"$PYTHON" "$py" server $HOST_B "$port" $n >"$dir/server" 2>&1 &
 	spid=$!
 	if ! wait_listen "$port" 400; then
 		not_ok "$mode: server listens"
@@ -40,38 +40,38 @@ for mode in outside edge read oldkey bigimm credit; do
 	fi
 	s=$(rxe_snap)
 	timeout 60 "$EVIL" -d $DEV_A -g $GID_INDEX -c $HOST_B -p "$port" \
-		-b $HOST_A -m $mode >"$d/evil" 2>&1
+		-b $HOST_A -m $mode >"$dir/evil" 2>&1
 	erc=$?
 	timeout 60 env LD_PRELOAD="$RSOCKX_PRELOAD" \
-		RSOCKX_CONF="$tmpdir/rdma.conf" RSOCKX_STATS_FILE="$d/cstats" \
+		RSOCKX_CONF="$tmpdir/rdma.conf" RSOCKX_STATS_FILE="$dir/cstats" \
 		"$PYTHON" "$py" client $HOST_B "$port" $HOST_A 1000000 \
-		>"$d/honest" 2>&1
+		>"$dir/honest" 2>&1
 	hrc=$?
 	reap $spid 60
 	src=$?
-	sed "s/^/  $mode evil: /" "$d/evil" >&2
-	sed "s/^/  $mode server: /" "$d/server" >&2
-	sed "s/^/  $mode honest: /" "$d/honest" >&2
-	diag "$mode: $(grep -E '^(bad-op|qp-state|server-closed|control)' "$d/evil" | tr '\n' ' ')"
+	sed "s/^/  $mode evil: /" "$dir/evil" >&2
+	sed "s/^/  $mode server: /" "$dir/server" >&2
+	sed "s/^/  $mode honest: /" "$dir/honest" >&2
+	diag "$mode: $(grep -E '^(bad-op|qp-state|server-closed|control)' "$dir/evil" | tr '\n' ' ')"
 
 	check "$mode: evil peer upgraded and its CUTOVER went through ($erc)" \
-		test $erc = 0 -a "$(grep -c '^cutover ok' "$d/evil")" = $((k))
+		test $erc = 0 -a "$(grep -c '^cutover ok' "$dir/evil")" = $((k))
 	case $mode in
 	outside|edge|oldkey)
 		[ $mode = oldkey ] &&
 			check "$mode: a write with the live rkey succeeds (control)" \
-				line "$d/evil" '^control ok'
+				line "$dir/evil" '^control ok'
 		check "$mode: the write was refused (remote access error)" \
-			line "$d/evil" '^bad-op status=remote access error'
+			line "$dir/evil" '^bad-op status=remote access error'
 		check "$mode: evil QP in error after it" \
-			line "$d/evil" '^qp-state (ERR|SQE)' ;;
+			line "$dir/evil" '^qp-state (ERR|SQE)' ;;
 	read)
 		check "$mode: the READ was refused" \
-			line "$d/evil" '^bad-op status=remote (access|invalid request) error' ;;
+			line "$dir/evil" '^bad-op status=remote (access|invalid request) error' ;;
 	bigimm|credit)
 		# the transport takes it; the server must judge the message
 		check "$mode: delivered at the transport level" \
-			line "$d/evil" '^bad-op status=success' ;;
+			line "$dir/evil" '^bad-op status=success' ;;
 	esac
 	case $mode in
 	bigimm) why="DATA beyond the ring" ;;
@@ -79,29 +79,29 @@ for mode in outside edge read oldkey bigimm credit; do
 	*) why="work request failed" ;;
 	esac
 	check "$mode: server broke the connection for the right reason ($why)" \
-		line "$d/server" "connection broken: $why\$"
+		line "$dir/server" "connection broken: $why\$"
 	check "$mode: server reset the connection for its application" \
-		line "$d/server" "^conn $k: error ECONNRESET bytes=0\$"
+		line "$dir/server" "^conn $k: error ECONNRESET bytes=0\$"
 	check "$mode: server closed that TCP connection" \
-		line "$d/evil" '^server-closed (eof|reset)'
+		line "$dir/evil" '^server-closed (eof|reset)'
 	check "$mode: server counted it (conn_errors >= 1)" \
-		test "$(stat_of "$d/sstats" conn_errors)" -ge 1
+		test "$(stat_of "$dir/sstats" conn_errors)" -ge 1
 	check "$mode: server alive, ended normally ($src)" \
-		test $src = 0 -a "$(grep -c '^server done' "$d/server")" = 1
+		test $src = 0 -a "$(grep -c '^server done' "$dir/server")" = 1
 	check "$mode: honest client afterwards: every byte echoed ($hrc)" \
-		test $hrc = 0 -a "$(grep -c '^honest ok' "$d/honest")" = 1
+		test $hrc = 0 -a "$(grep -c '^honest ok' "$dir/honest")" = 1
 	check "$mode: server saw the honest stream whole" \
-		line "$d/server" "^conn $n: eof bytes=1000000\$"
+		line "$dir/server" "^conn $n: eof bytes=1000000\$"
 	check "$mode: honest connection upgraded, over RDMA" \
-		test "$(stat_of "$d/cstats" upgraded)" = 1 -a \
-		"$(stat_of "$d/cstats" rdma_rx_bytes)" -gt 0 -a \
-		"$(stat_of "$d/sstats" upgraded)" = $n
+		test "$(stat_of "$dir/cstats" upgraded)" = 1 -a \
+		"$(stat_of "$dir/cstats" rdma_rx_bytes)" -gt 0 -a \
+		"$(stat_of "$dir/sstats" upgraded)" = $n
 	rdma_crossed "$mode: rxe0 and rxe1 carried it" "$s" 10
 	if [ $mode = oldkey ]; then
 		check "$mode: first connection ended cleanly, no data" \
-			line "$d/server" '^conn 1: (eof|error [A-Z]+) bytes=0$'
+			line "$dir/server" '^conn 1: (eof|error [A-Z]+) bytes=0$'
 	fi
-	diag "$mode: server conn_errors=$(stat_of "$d/sstats" conn_errors)" \
-		"upgraded=$(stat_of "$d/sstats" upgraded)"
+	diag "$mode: server conn_errors=$(stat_of "$dir/sstats" conn_errors)" \
+		"upgraded=$(stat_of "$dir/sstats" upgraded)"
 done
 done_testing
