@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""The victim side of tests/rdma/evil.sh (run under librsockx).
+
+  evil.py server ADDR PORT N
+      accept N connections one after the other; echo each until EOF or an
+      error; one line per connection: "conn K: eof bytes=B" or
+      "conn K: error ENAME bytes=B"; then "server done".
+  evil.py client HOST PORT BIND NBYTES
+      an honest client: send NBYTES of random data, read the echo, compare;
+      prints "honest ok" when every byte came back right.
+"""
+import errno
+import os
+import socket
+import struct
+import sys
+
+
+def server(addr, port, n):
+    fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    ls = socket.socket(fam, socket.SOCK_STREAM)
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((addr, port))
+    ls.listen(8)
+    for k in range(1, n + 1):
+        s, _ = ls.accept()
+        # a stuck connection must not hang the test: 30 s per read
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
+                     struct.pack("ll", 30, 0))
+        got = 0
+        what = "eof"
+        try:
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                got += len(b)
+                s.sendall(b)
+        except OSError as e:
+            what = "error " + errno.errorcode.get(e.errno, str(e.errno))
+        print("conn %d: %s bytes=%d" % (k, what, got), flush=True)
+        s.close()
+    print("server done", flush=True)
+
+
+def client(host, port, bind, nbytes):
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    s.bind((bind, 0))
+    s.connect((host, port))
+    data = os.urandom(nbytes)
+    back = bytearray()
+    off = 0
+    while off < len(data) or len(back) < len(data):
+        if off < len(data):
+            off += s.send(data[off:off + 65536])
+        while len(back) < off:
+            b = s.recv(65536)
+            if not b:
+                print("honest: early EOF after %d bytes" % len(back))
+                return 1
+            back += b
+    s.shutdown(socket.SHUT_WR)
+    tail = s.recv(1)
+    s.close()
+    if bytes(back) == data and tail == b"":
+        print("honest ok %d bytes" % nbytes, flush=True)
+        return 0
+    print("honest: wrong data", flush=True)
+    return 1
+
+
+def main():
+    if sys.argv[1] == "server":
+        server(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        return 0
+    return client(sys.argv[2], int(sys.argv[3]), sys.argv[4],
+                  int(sys.argv[5]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
