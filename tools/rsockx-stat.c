@@ -551,7 +551,8 @@ static int scan(struct scan *s)
 		s->v[s->n++] = p;
 	}
 	closedir(d);
-	qsort(s->v, s->n, sizeof(*s->v), cmp_proc);
+	if (s->n)
+		qsort(s->v, s->n, sizeof(*s->v), cmp_proc);
 	return 0;
 }
 
