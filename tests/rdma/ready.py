@@ -16,6 +16,8 @@ last; anything else is a failure (exit status 1).  Scenarios:
             exclusive, DEL, the program's data preserved, timeouts, RDHUP
   threads   client: a writer thread, a reader thread and a poll() thread
             on one blocking socket; server: blocking echo
+  aliases   client: the connection through dup2, dup3, F_DUPFD_CLOEXEC
+            aliases, its first descriptor closed, close_range around it
   prefork   server: two fork()ed workers accept on the inherited listener
             (two connections each); client: four connections in a row
   forkconn  server: accept, fork, the child talks (three connections)
@@ -374,6 +376,42 @@ def threads_client(host, port, seed):
     s.close()
 
 
+# aliases -----------------------------------------------------------------
+def aliases_client(host, port):
+    import fcntl
+    s = connect(host, port)
+    s.sendall(b"hello")
+    if s.recv(5, socket.MSG_WAITALL) != b"hello":
+        fail("aliases: no echo")
+    fd = s.detach()
+    os.set_blocking(fd, True)       # create_connection(timeout=) set it
+    a = os.dup2(fd, 100)
+    b = os.dup2(fd, 101, inheritable=False)          # dup3(O_CLOEXEC)
+    c = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 200)
+    os.close(fd)                    # the first descriptor goes
+    os.closerange(102, 200)         # close_range around the aliases
+    rnd = random.Random(7)
+    for i, d in enumerate((a, b, c, a)):
+        data = rnd.randbytes(50000 + i)
+        off = 0
+        while off < len(data):
+            off += os.write(d, data[off:])
+        got = b""
+        while len(got) < len(data):
+            part = os.read((a, b, c)[(i + 1) % 3], 65536)
+            if not part:
+                fail("aliases: EOF after closing one alias")
+            got += part
+        if got != data:
+            fail("aliases: round %d differs" % i)
+    for d in (a, b):
+        os.close(d)
+    os.write(c, b"!")               # the last alias still works
+    if os.read(c, 1) != b"!":
+        fail("aliases: last alias")
+    os.close(c)
+
+
 # processes ---------------------------------------------------------------
 def echo_conn(c):
     while True:
@@ -565,6 +603,7 @@ def main():
             ls = listen(host, port)
             {"et": et_server, "select": blocking_echo,
              "epmisc": blocking_echo, "threads": blocking_echo,
+             "aliases": blocking_echo,
              "prefork": prefork_server, "forkconn": forkconn_server,
              "forkinherit": forkinherit_server,
              "timing": timing_server}[scen](ls)
@@ -577,6 +616,8 @@ def main():
             select_client(host, port, seed)
         elif scen == "epmisc":
             epmisc_client(host, port)
+        elif scen == "aliases":
+            aliases_client(host, port)
         elif scen == "threads":
             threads_client(host, port, seed)
         elif scen in ("prefork", "forkconn", "forkinherit"):

@@ -55,6 +55,7 @@ scenario select 100
 scenario timing 5
 scenario epmisc 5
 scenario threads 100
+scenario aliases 20 blocking
 # fork: connections accepted in pre-forked workers, or handed to a child
 # before their first byte, are upgraded in that process; a child's use of
 # a connection its parent upgraded fails with EIO (fallback_fork)
