@@ -237,12 +237,13 @@ static void rsx_ready_free(struct rsx_ready *r)
 }
 
 /* The program's registrations go back from x to the socket itself. */
-static void rsx_ready_unswap(struct rsx_sock *s)
+static void rsx_ready_unswap(struct rsx_sock *s, int x)
 {
 	struct epoll_event ev;
 	unsigned int i;
 
 	for (i = 0; i < s->nepreg; i++) {
+		rsx_libc.epoll_ctl(s->epreg[i].epfd, EPOLL_CTL_DEL, x, NULL);
 		ev.events = s->epreg[i].events;
 		ev.data.u64 = s->epreg[i].data;
 		if (rsx_libc.epoll_ctl(s->epreg[i].epfd, EPOLL_CTL_ADD,
@@ -255,9 +256,29 @@ static void rsx_ready_unswap(struct rsx_sock *s)
 }
 
 /*
- * Takes s's stand-in away (under s->lock, or s unreachable): x leaves every
- * epoll set of the program as it is closed; with restore (the connection
- * stays TCP, its descriptors open) the socket takes its place again.  The
+ * A poll() or select() of another thread may sleep on x right now, and
+ * closing x would not wake it (and would make it report POLLNVAL for the
+ * program's socket).  So a stand-in that goes while its socket stays open
+ * wakes such a sleeper as readable and writable (the program then finds
+ * the kernel socket's real state) and stays until the socket is freed.
+ */
+static void rsx_ready_retire(struct rsx_sock *s, struct rsx_ready *r)
+{
+	static const struct rsx_ready_state all = { .in = 1, .out = 1 };
+
+	s->rdy = r;
+	rsx_ready_show(s, &all);
+	s->rdy = NULL;
+	if (s->rdy_retired)
+		rsx_ready_free(s->rdy_retired);
+	s->rdy_retired = r;
+}
+
+/*
+ * Takes s's stand-in away (under s->lock, or s unreachable).  With restore
+ * (the connection stays TCP, its descriptors open) the program's epoll
+ * registrations go back to the socket and x is retired; without (s is
+ * being freed), x is closed, which takes it out of every epoll set.  The
  * watcher may still be about to look at s; rsx_ready_quiesce() waits for
  * that before s is freed.
  */
@@ -265,10 +286,14 @@ void rsx_ready_off(struct rsx_sock *s, int restore)
 {
 	struct rsx_ready *r = s->rdy;
 
+	if (!restore && s->rdy_retired) {
+		rsx_ready_free(s->rdy_retired);
+		s->rdy_retired = NULL;
+	}
 	if (!r)
 		return;
 	if (restore && r->swapped)
-		rsx_ready_unswap(s);
+		rsx_ready_unswap(s, r->x);
 	s->rdy = NULL;
 	pthread_mutex_lock(&rsx_watch_lock);
 	if (rsx_watch_epfd >= 0 && s->conn)
@@ -281,7 +306,10 @@ void rsx_ready_off(struct rsx_sock *s, int restore)
 		rsx_watch[r->slot].gen++;
 	}
 	pthread_mutex_unlock(&rsx_watch_lock);
-	rsx_ready_free(r);
+	if (restore)
+		rsx_ready_retire(s, r);
+	else
+		rsx_ready_free(r);
 }
 
 /* s is about to be freed (no lock held): the watcher must be done with it. */
@@ -655,6 +683,10 @@ void rsx_ready_fork_drop(struct rsx_sock *s)
 {
 	struct rsx_ready *r = s->rdy;
 
+	if (s->rdy_retired) {
+		rsx_ready_free(s->rdy_retired);
+		s->rdy_retired = NULL;
+	}
 	if (!r)
 		return;
 	s->rdy = NULL;

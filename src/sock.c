@@ -37,6 +37,7 @@ struct rsx_sock *rsx_sock_new(int kind, int family, int role)
 	s->conn = NULL;
 	s->probe_id = NULL;
 	s->rdy = NULL;
+	s->rdy_retired = NULL;
 	s->nepreg = 0;
 	pthread_mutex_init(&s->lock, NULL);
 	/* Published last: a racing rsx_sock_tryget() sees 0 until then. */

@@ -75,6 +75,7 @@ struct rsx_sock {
 	struct rsx_conn *conn;
 	void *probe_id;		/* listener: its probe responder's CM id */
 	struct rsx_ready *rdy;	/* readiness stand-in, once waited on */
+	struct rsx_ready *rdy_retired;	/* one a poll() may still sleep on */
 	uint8_t nepreg;
 	struct rsx_epreg epreg[RSX_EPREGS];
 };
