@@ -677,18 +677,3 @@ void rsx_ready_fork_child(void)
 		memset(rsx_watch, 0, rsx_watch_cap * sizeof(*rsx_watch));
 	atomic_store(&rsx_watch_busy, NULL);
 }
-
-/* In a fork child: s's stand-in was the parent's connection's. */
-void rsx_ready_fork_drop(struct rsx_sock *s)
-{
-	struct rsx_ready *r = s->rdy;
-
-	if (s->rdy_retired) {
-		rsx_ready_free(s->rdy_retired);
-		s->rdy_retired = NULL;
-	}
-	if (!r)
-		return;
-	s->rdy = NULL;
-	rsx_ready_free(r);
-}

@@ -61,7 +61,6 @@ void rsx_ready_show(struct rsx_sock *s, const struct rsx_ready_state *st);
 int rsx_ready_swap(struct rsx_sock *s);
 void rsx_ready_forget_fd(struct rsx_sock *s, int fd);
 void rsx_ready_fork_child(void);
-void rsx_ready_fork_drop(struct rsx_sock *s);
 
 /* epoll_ctl on a socket we track; 1: not ours, make the real call. */
 int rsx_ready_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);

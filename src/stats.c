@@ -139,10 +139,9 @@ static void rsx_shm_path(char *buf, pid_t pid)
  */
 static uint64_t rsx_start_ticks(void)
 {
-	char buf[1024], *p;
-	uint64_t v = 0;
+	char buf[1024], state;
 	ssize_t n;
-	int fd, field;
+	int fd;
 
 	fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -152,16 +151,7 @@ static uint64_t rsx_start_ticks(void)
 	if (n <= 0)
 		return 0;
 	buf[n] = 0;
-	p = strrchr(buf, ')');	/* the name may hold spaces and ')' */
-	if (!p)
-		return 0;
-	/* p + 2 is field 3 (state) */
-	for (p += 2, field = 3; *p && field < 22; p++)
-		if (*p == ' ')
-			field++;
-	while (*p >= '0' && *p <= '9')
-		v = v * 10 + (*p++ - '0');
-	return v;
+	return rsx_proc_start_ticks(buf, &state);
 }
 
 static int rsx_shm_open(const char *path)

@@ -4,6 +4,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 
 /*
  * The statistics region: how a process publishes its counters to
@@ -104,5 +105,29 @@ _Static_assert(sizeof(struct rsx_shm_hdr) == RSX_SHM_HDR_SIZE,
 	       "statistics region header layout");
 _Static_assert(sizeof(struct rsx_shm_conn) == 64,
 	       "statistics region connection entry layout");
+
+/*
+ * The start time of a process (field 22 of /proc/PID/stat, in clock ticks)
+ * from that file's NUL-terminated text, or 0; *state gets field 3 (Z for a
+ * zombie), or 0.  The library stamps its region with it and rsockx-stat
+ * compares, so that a reused pid is not taken for the writer.
+ */
+static inline uint64_t rsx_proc_start_ticks(const char *buf, char *state)
+{
+	const char *p = strrchr(buf, ')');	/* names may hold ')' */
+	uint64_t v = 0;
+	int field;
+
+	*state = 0;
+	if (!p || !p[1] || !p[2])
+		return 0;
+	*state = p[2];
+	for (p += 2, field = 3; *p && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	while (*p >= '0' && *p <= '9')
+		v = v * 10 + (*p++ - '0');
+	return v;
+}
 
 #endif

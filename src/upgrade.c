@@ -1135,7 +1135,8 @@ void rsx_fork_child_sockets(void)
 			continue;
 		pthread_mutex_init(&s->lock, NULL);
 		s->probe_id = NULL;	/* the parent's responder */
-		rsx_ready_fork_drop(s);
+		/* the parent's stand-in (the watcher table is reset) */
+		rsx_ready_off(s, 0);
 		if (!s->conn)
 			continue;
 		s->conn = NULL;	/* the child's copy is left alone */

@@ -131,16 +131,12 @@ static long parse_long(const char *s, const char *what, long min, long max)
 	return v;
 }
 
-/*
- * Field 22 of /proc/PID/stat (start time in ticks), or 0; *state gets
- * field 3 (Z for a zombie), or 0.
- */
+/* rsx_proc_start_ticks() of process pid (see src/statshm.h). */
 static uint64_t start_ticks(pid_t pid, char *state)
 {
-	char path[64], buf[1024], *p;
-	uint64_t v = 0;
-	int fd, field;
+	char path[64], buf[1024];
 	ssize_t n;
+	int fd;
 
 	*state = 0;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
@@ -152,16 +148,7 @@ static uint64_t start_ticks(pid_t pid, char *state)
 	if (n <= 0)
 		return 0;
 	buf[n] = 0;
-	p = strrchr(buf, ')');
-	if (!p || !p[1] || !p[2])
-		return 0;
-	*state = p[2];
-	for (p += 2, field = 3; *p && field < 22; p++)
-		if (*p == ' ')
-			field++;
-	while (*p >= '0' && *p <= '9')
-		v = v * 10 + (*p++ - '0');
-	return v;
+	return rsx_proc_start_ticks(buf, state);
 }
 
 /*
