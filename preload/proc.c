@@ -70,19 +70,19 @@ void *rsx_vfork_prepare(void)
  * sockets that may still receive a HELLO to the new program (see
  * rsx_exec_env()) through its environment.
  */
-static char **rsx_exec_prepare(char *const envp[])
+static char **rsx_exec_prepare(char *const envp[], int self)
 {
 	if (rsx_guarded())
 		return NULL;
 	rsx_on_exec();
-	return rsx_exec_env(envp);
+	return rsx_exec_env(envp, self);
 }
 
 /* This process is about to become another program: its statistics
  * region says so until the exec fails (rsx_exec_failed()). */
 static char **rsx_exec_self(char *const envp[])
 {
-	char **env = rsx_exec_prepare(envp);
+	char **env = rsx_exec_prepare(envp, 1);
 
 	if (!rsx_guarded())
 		RSX_KEEP_ERRNO(rsx_stats_exec(1));
@@ -219,7 +219,7 @@ RSX_EXPORT int posix_spawn(pid_t *pid, const char *path,
 	char **env;
 
 	rsx_trace_call("posix_spawn", -1);
-	env = rsx_exec_prepare(envp);
+	env = rsx_exec_prepare(envp, 0);
 	return rsx_exec_done(env, RSX_REAL(posix_spawn)(pid, path, fa, attr,
 							argv, env ? env : envp));
 }

@@ -108,8 +108,15 @@ RSX_EXPORT int getsockopt(int fd, int level, int name, void *val,
 RSX_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 			  socklen_t len)
 {
+	int ret;
+
 	rsx_trace_call("setsockopt", fd);
-	return RSX_REAL(setsockopt)(fd, level, name, val, len);
+	ret = RSX_REAL(setsockopt)(fd, level, name, val, len);
+	/* ring bytes count against it, too */
+	if (ret == 0 && level == SOL_SOCKET && name == SO_RCVLOWAT && val &&
+	    len >= sizeof(int) && rsx_engine(fd))
+		RSX_KEEP_ERRNO(rsx_sock_rcvlowat(fd, *(const int *)val));
+	return ret;
 }
 
 RSX_EXPORT int getsockname(int fd, struct sockaddr *addr, socklen_t *len)

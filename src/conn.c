@@ -427,10 +427,17 @@ static int rsx_post_ctrl(struct rsx_conn *c, int type)
 		off = offsetof(struct rsx_ctrl, cutover);
 		len = sizeof(uint64_t);
 		break;
+	case RSX_IMM_DOWN:
+		c->ctrl_out->down_rx = c->rx_tail;
+		c->ctrl_out->down_tx = c->tx_head;
+		off = offsetof(struct rsx_ctrl, down_rx);
+		len = 2 * sizeof(uint64_t);
+		break;
 	}
 	return rsx_post(c, c->peer.ring_size + off,
 			(uint8_t *)c->ctrl_out + off, len, c->stage_mr->lkey,
-			RSX_IMM(type, 0), type == RSX_IMM_FIN);
+			RSX_IMM(type, 0),
+			type == RSX_IMM_FIN || type == RSX_IMM_DOWN);
 }
 
 /* Our sends move to the ring: CUTOVER(n) tells the peer how many bytes to
@@ -449,7 +456,7 @@ int rsx_conn_cutover(struct rsx_conn *c)
 
 static void rsx_maybe_credit(struct rsx_conn *c)
 {
-	if (!c->qp_ready || !c->stage_mr)
+	if (!c->qp_ready || !c->stage_mr || c->peer_down || c->down_sent)
 		return;
 	if (c->rx_tail - c->credit_bytes_sent < c->ring_size / 4 &&
 	    c->rx_msgs - c->credit_msgs_sent < RSX_CREDIT_MSGS)
@@ -509,6 +516,26 @@ static void rsx_handle_recv(struct rsx_conn *c, uint32_t imm)
 	case RSX_IMM_FIN:
 		c->peer_fin = 1;
 		break;
+	case RSX_IMM_DOWN:
+		/*
+		 * Every write of the peer came before, so all it wrote is
+		 * in; what it read lies between what it credited and what
+		 * we wrote.
+		 */
+		cb = c->ctrl->down_rx;
+		n = c->ctrl->down_tx;
+		if (c->peer_down || n != c->rx_head || cb < c->tx_acked ||
+		    cb > c->tx_head) {
+			rsx_conn_fail(c, -ECONNRESET, "bad DOWNGRADE");
+			return;
+		}
+		c->peer_down = 1;
+		c->tx_resend = cb;
+		c->tx_ring = 0;
+		rsx_info("QP %u: the peer goes back to TCP (exec); %llu of "
+			 "our bytes come again over TCP", c->qp->qp_num,
+			 (unsigned long long)(c->tx_head - cb));
+		break;
 	default:
 		rsx_conn_fail(c, -ECONNRESET, "unknown message");
 	}
@@ -529,6 +556,13 @@ int rsx_conn_poll(struct rsx_conn *c)
 			break;
 		total += n;
 		for (i = 0; i < n; i++) {
+			/*
+			 * After the peer's DOWNGRADE its QP may be gone
+			 * under our writes still in flight: their bytes go
+			 * again over TCP, their errors mean nothing.
+			 */
+			if (wc[i].status != IBV_WC_SUCCESS && c->peer_down)
+				continue;
 			if (wc[i].status != IBV_WC_SUCCESS) {
 				/* a flushed request after the first error */
 				if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
@@ -548,7 +582,7 @@ int rsx_conn_poll(struct rsx_conn *c)
 		if (n < RSX_POLL_BATCH)
 			break;
 	}
-	if (c->rq_repost && !c->err) {
+	if (c->rq_repost && !c->err && !c->peer_down) {
 		ret = rsx_post_recvs(c, c->rq_repost);
 		if (ret)
 			rsx_conn_fail(c, ret, "post_recv failed");
@@ -678,7 +712,7 @@ int rsx_conn_fin(struct rsx_conn *c)
 {
 	int ret;
 
-	if (c->fin_sent || !c->tx_ring)
+	if (c->fin_sent || !c->tx_ring || c->down_sent)
 		return 0;
 	ret = rsx_post_ctrl(c, RSX_IMM_FIN);
 	if (!ret) {
@@ -717,23 +751,38 @@ int rsx_conn_chan_fd(const struct rsx_conn *c)
 }
 
 /*
- * Waits until the FIN has completed: requests complete in order, so every
- * byte we sent before it is in the peer's memory.  close() and exit() must
- * not lose data.  (Credits posted after the FIN, for a peer that still
- * sends, need no waiting for.)
+ * Our last message: the peer takes the data path back to TCP (conn.h).
+ * Nothing is posted after it.
  */
-int rsx_conn_flush(struct rsx_conn *c, int timeout_ms)
+int rsx_conn_downgrade(struct rsx_conn *c)
+{
+	int ret;
+
+	if (c->down_sent)
+		return 0;
+	ret = rsx_post_ctrl(c, RSX_IMM_DOWN);
+	if (ret)
+		return ret;
+	c->down_sent = 1;
+	c->down_wr = c->sq_posted;
+	c->tx_ring = 0;
+	return 0;
+}
+
+/*
+ * Waits up to timeout_ms until request wr has completed: requests complete
+ * in order, so everything posted before it is then in the peer's memory.
+ */
+int rsx_conn_wait_sent(struct rsx_conn *c, uint64_t wr, int timeout_ms)
 {
 	struct pollfd pfd = { .fd = c->chan->fd, .events = POLLIN };
 	int ret, waited = 0;
 
-	if (!c->fin_sent)
-		return -EINVAL;
-	while (c->sq_done < c->fin_wr && !c->err) {
+	while (c->sq_done < wr && !c->err) {
 		ret = rsx_conn_poll(c);
 		if (ret < 0)
 			break;
-		if (c->sq_done >= c->fin_wr)
+		if (c->sq_done >= wr)
 			break;
 		if (rsx_conn_arm(c))
 			break;
@@ -746,5 +795,5 @@ int rsx_conn_flush(struct rsx_conn *c, int timeout_ms)
 		if (pfd.revents)
 			rsx_conn_event(c);
 	}
-	return c->err;
+	return c->sq_done >= wr ? 0 : c->err ? c->err : -EIO;
 }

@@ -23,7 +23,7 @@
  * Every message is an RDMA WRITE WITH IMMEDIATE; the 32-bit immediate says
  * what it is:
  *
- *   bits 31..28  type: 0 DATA, 1 CREDIT, 2 CUTOVER, 3 FIN
+ *   bits 31..28  type: 0 DATA, 1 CREDIT, 2 CUTOVER, 3 FIN, 4 DOWNGRADE
  *   bits 27..0   DATA: bytes written at the producer cursor (never across
  *                the end of the ring); others: 0
  *
@@ -33,19 +33,29 @@
  * earlier one, and each is checked against what was really sent before use.
  * Every message consumes one posted receive: the peer's rq_depth is a window
  * of messages, returned with the CREDIT counters like bytes are.
+ *
+ * DOWNGRADE is the last message of a side that is about to lose its RDMA
+ * resources (exec): it carries down_rx, the ring bytes its application has
+ * read, and down_tx, the bytes it wrote into the peer's ring.  The peer
+ * reads its ring up to down_tx and then TCP again; it sends again over TCP,
+ * starting with its ring bytes from down_rx on, which its staging mirror
+ * still holds (nothing past the peer's credits is ever overwritten).
  */
 enum rsx_imm_type {
 	RSX_IMM_DATA = 0,
 	RSX_IMM_CREDIT = 1,
 	RSX_IMM_CUTOVER = 2,
 	RSX_IMM_FIN = 3,
+	RSX_IMM_DOWN = 4,
 };
 
 struct rsx_ctrl {
 	uint64_t credit_bytes;	/* ring bytes the peer has consumed */
 	uint64_t credit_msgs;	/* messages the peer has taken in */
 	uint64_t cutover;	/* bytes the peer sent over TCP after the handshake */
-	uint64_t pad[5];
+	uint64_t down_rx;	/* DOWNGRADE: our ring bytes the peer has read */
+	uint64_t down_tx;	/* DOWNGRADE: bytes the peer wrote into our ring */
+	uint64_t pad[3];
 };
 
 /* Callers serialise on the owning rsx_sock's lock. */
@@ -61,6 +71,7 @@ struct rsx_conn {
 	pthread_cond_t cond;
 	int kick_fd;
 	uint8_t polling;	/* a thread sleeps in poll() */
+	uint32_t waiters;	/* threads waiting on cond */
 	short want;		/* TCP events the waiters want */
 	uint32_t wake_gen;	/* bumped each time the poller returns */
 	struct rsx_dev *dev;
@@ -93,6 +104,9 @@ struct rsx_conn {
 	uint32_t unsignaled;
 	uint64_t fin_wr;	/* wr_id of our FIN */
 	uint64_t tx_tcp;	/* application bytes sent over TCP */
+	uint64_t tx_resend;	/* after the peer's DOWNGRADE: staging bytes
+				   from here to tx_head go again over TCP */
+	uint64_t down_wr;	/* wr_id of our DOWNGRADE */
 
 	/* receiving */
 	uint64_t rx_head;	/* bytes the peer has written into our ring */
@@ -113,6 +127,9 @@ struct rsx_conn {
 	uint8_t tcp_eof;	/* the TCP connection was closed by the peer */
 	uint8_t err_reported;	/* a send has returned err once */
 	uint8_t armed;		/* the CQ will raise an event (not consumed) */
+	uint8_t peer_down;	/* the peer's DOWNGRADE arrived: no more QP */
+	uint8_t down_sent;	/* we sent our DOWNGRADE: no more QP */
+	uint8_t down_shut;	/* our FIN went again, as TCP's shutdown */
 	int err;		/* -errno once the connection broke */
 };
 
@@ -131,7 +148,8 @@ size_t rsx_conn_readable(const struct rsx_conn *c);
 size_t rsx_conn_read(struct rsx_conn *c, const struct iovec *iov, int iovcnt,
 		     size_t skip, size_t len, int peek);
 int rsx_conn_fin(struct rsx_conn *c);
-int rsx_conn_flush(struct rsx_conn *c, int timeout_ms);
+int rsx_conn_downgrade(struct rsx_conn *c);
+int rsx_conn_wait_sent(struct rsx_conn *c, uint64_t wr, int timeout_ms);
 int rsx_conn_arm(struct rsx_conn *c);
 void rsx_conn_event(struct rsx_conn *c);
 int rsx_conn_chan_fd(const struct rsx_conn *c);

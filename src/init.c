@@ -139,6 +139,13 @@ int rsx_init_slow(void)
 	return 0;
 }
 
+/* Before an exec: the counters so far (the new program counts anew). */
+void rsx_exec_stats(void)
+{
+	if (*rsx_stats_file)
+		rsx_stats_dump(rsx_stats_file);
+}
+
 void rsx_fini(void)
 {
 	rsx_exit_flush();

@@ -13,6 +13,7 @@
  */
 int rsx_init_slow(void);
 void rsx_fini(void);
+void rsx_exec_stats(void);
 
 extern _Atomic int rsx_init_state;
 

@@ -137,6 +137,26 @@ found:
 	return 0;
 }
 
+/*
+ * After the peer's DOWNGRADE our sends are TCP's again, and the bytes it
+ * gets again go out only as TCP takes them: the watcher wakes for room in
+ * TCP as well.  Under s->lock.
+ */
+void rsx_ready_watch_out(struct rsx_sock *s)
+{
+	struct rsx_ready *r = s->rdy;
+	struct epoll_event ev;
+
+	if (!r || r->watch_out)
+		return;
+	pthread_mutex_lock(&rsx_watch_lock);
+	ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+	ev.data.u64 = rsx_watch_key(r->slot, rsx_watch[r->slot].gen, 1);
+	if (!rsx_libc.epoll_ctl(rsx_watch_epfd, EPOLL_CTL_MOD, r->tcp, &ev))
+		r->watch_out = 1;
+	pthread_mutex_unlock(&rsx_watch_lock);
+}
+
 static int rsx_watch_add(struct rsx_sock *s, struct rsx_ready *r)
 {
 	struct epoll_event ev;

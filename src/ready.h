@@ -47,6 +47,7 @@ struct rsx_ready {
 	uint8_t rdhup;
 	uint8_t hup;
 	uint8_t swapped;	/* the program's epoll registrations are on x */
+	uint8_t watch_out;	/* the watcher hears of room in TCP, too */
 };
 
 /* What a connection looks like to a waiter (upgrade.c computes it). */
@@ -58,6 +59,7 @@ int rsx_ready_on(struct rsx_sock *s, int fd);
 void rsx_ready_off(struct rsx_sock *s, int restore);
 void rsx_ready_quiesce(struct rsx_sock *s);
 void rsx_ready_show(struct rsx_sock *s, const struct rsx_ready_state *st);
+void rsx_ready_watch_out(struct rsx_sock *s);
 int rsx_ready_swap(struct rsx_sock *s);
 void rsx_ready_forget_fd(struct rsx_sock *s, int fd);
 void rsx_ready_fork_child(void);

@@ -33,6 +33,7 @@ struct rsx_sock *rsx_sock_new(int kind, int family, int role)
 	s->action = 0;
 	s->rd_shut = 0;
 	s->wr_shut = 0;
+	s->rcvlowat = 0;
 	s->partial_since = 0;
 	s->conn = NULL;
 	s->probe_id = NULL;

@@ -70,6 +70,7 @@ struct rsx_sock {
 	_Atomic uint8_t evented; /* in more epoll sets than epreg holds */
 	uint8_t rd_shut;
 	uint8_t wr_shut;
+	int rcvlowat;		/* SO_RCVLOWAT as the program set it (0: 1) */
 	int64_t partial_since;	/* ms: a HELLO prefix seen, rest not yet */
 	pthread_mutex_t lock;
 	struct rsx_conn *conn;

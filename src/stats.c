@@ -53,16 +53,22 @@ const char *rsx_stat_name(enum rsx_stat s)
 	return (unsigned int)s < RSX_STAT_COUNT ? rsx_stat_names[s] : "?";
 }
 
-/* "key=value key=value ...", no newline; returns the length or -ENOSPC. */
-int rsx_stats_format(char *buf, size_t len)
+/* What earlier lines of RSOCKX_STATS_FILE already said (rsx_stats_dump). */
+static uint64_t rsx_stats_dumped[RSX_STAT_COUNT];
+
+/*
+ * "key=value key=value ...", no newline, of the counts since the last
+ * dump; each value is also left in val[].  Returns the length or -ENOSPC.
+ */
+static int rsx_stats_format(char *buf, size_t len, uint64_t *val)
 {
 	size_t off = 0;
 	int i, n;
 
 	for (i = 0; i < RSX_STAT_COUNT; i++) {
+		val[i] = rsx_stat_get(i) - rsx_stats_dumped[i];
 		n = snprintf(buf + off, len - off, "%s%s=%llu", i ? " " : "",
-			     rsx_stat_names[i],
-			     (unsigned long long)rsx_stat_get(i));
+			     rsx_stat_names[i], (unsigned long long)val[i]);
 		if (n < 0 || (size_t)n >= len - off)
 			return -ENOSPC;
 		off += n;
@@ -70,14 +76,20 @@ int rsx_stats_format(char *buf, size_t len)
 	return off;
 }
 
-/* Appends "rsockx[PID]: stats: ..." to path (RSOCKX_STATS_FILE). */
+/*
+ * Appends "rsockx[PID]: stats: ..." to path (RSOCKX_STATS_FILE): at exit,
+ * and before an exec, whose new program counts anew.  Should the exec
+ * fail, the line at exit holds only what came after, so that the lines of
+ * a process always add up.
+ */
 int rsx_stats_dump(const char *path)
 {
+	uint64_t now[RSX_STAT_COUNT];
 	char buf[2048];
-	int fd, n, m, ret = 0;
+	int fd, n, m, i, ret = 0;
 
 	n = snprintf(buf, sizeof(buf), "rsockx[%d]: stats: ", (int)getpid());
-	m = rsx_stats_format(buf + n, sizeof(buf) - n - 1);
+	m = rsx_stats_format(buf + n, sizeof(buf) - n - 1, now);
 	if (m < 0)
 		return m;
 	n += m;
@@ -88,6 +100,8 @@ int rsx_stats_dump(const char *path)
 	if (rsx_safe_write(fd, buf, n) != n)
 		ret = -EIO;
 	rsx_libc.close(fd);
+	for (i = 0; !ret && i < RSX_STAT_COUNT; i++)
+		rsx_stats_dumped[i] += now[i];
 	return ret;
 }
 

@@ -50,7 +50,10 @@
 	X(ready_events)		/* watcher wakeups for those */		\
 	X(fallback_probe)	/* stayed TCP: probe said no or not yet */ \
 	X(probes_sent) X(probe_yes) X(probe_no)				\
-	X(probes_answered)	/* responder: probes rejected as rsockx */
+	X(probes_answered)	/* responder: probes rejected as rsockx */ \
+	X(exec_downgraded)	/* upgraded sockets back on TCP for exec */ \
+	X(peer_downgrades)	/* ... and the peer side of those, settled */ \
+	X(down_resent_bytes)	/* ring bytes sent again over TCP for those */
 
 enum rsx_stat {
 #define RSX_STAT_ENUM(name) RSX_STAT_##name,
@@ -83,7 +86,6 @@ static inline uint64_t rsx_stat_get(enum rsx_stat s)
 }
 
 const char *rsx_stat_name(enum rsx_stat s);
-int rsx_stats_format(char *buf, size_t len);
 int rsx_stats_dump(const char *path);
 
 /*

@@ -27,6 +27,7 @@
 #include "ready.h"
 #include "track.h"
 #include "upgrade.h"
+#include "upgrade.h"
 
 static int rsx_tracking(void)
 {
@@ -354,11 +355,16 @@ void rsx_on_exec(void)
  * Returns a copy of envp with that variable set (or removed when there is
  * nothing to hand over), or NULL to leave envp alone.  Runs only on the
  * way to execve(), which does not come back on success.
+ *
+ * When this process itself becomes the new program (self), its upgraded
+ * connections that the program inherits go back to TCP first
+ * (rsx_sock_exec_downgrade()).  A spawned child's do not: the parent keeps
+ * them.
  */
 #define RSX_INHERIT "RSOCKX_INHERIT="
 #define RSX_INHERIT_MAX 64
 
-char **rsx_exec_env(char *const envp[])
+char **rsx_exec_env(char *const envp[], int self)
 {
 	unsigned int fd, hw = rsx_fdtab_hiwater();
 	char list[sizeof(RSX_INHERIT) + RSX_INHERIT_MAX * 11];
@@ -375,6 +381,11 @@ char **rsx_exec_env(char *const envp[])
 		flags = rsx_libc.fcntl(fd, F_GETFD);
 		if (flags < 0 || (flags & FD_CLOEXEC))
 			continue;
+		if (self && (s->state == RSX_ST_UPGRADED ||
+			     s->state == RSX_ST_CLIENT_HELLO)) {
+			rsx_sock_exec_downgrade(s, fd);	/* TCP now */
+			continue;
+		}
 		if (s->state == RSX_ST_UPGRADED || s->state == RSX_ST_FORKED) {
 			rsx_warn("fd %d: upgraded connection passed to a new "
 				 "program, which cannot use it", fd);
@@ -388,6 +399,8 @@ char **rsx_exec_env(char *const envp[])
 				found ? "," : "", fd);
 		found++;
 	}
+	if (self)
+		rsx_exec_stats();
 	for (n = 0; envp && envp[n]; n++)
 		had |= !strncmp(envp[n], RSX_INHERIT, strlen(RSX_INHERIT));
 	if (!found && !had)

@@ -33,7 +33,7 @@ void rsx_dup2_end(int oldfd, int newfd, int ok, struct rsx_sock *prev);
 
 void rsx_on_fork_child(void);
 void rsx_on_exec(void);
-char **rsx_exec_env(char *const envp[]);
+char **rsx_exec_env(char *const envp[], int self);
 void rsx_adopt_inherited(const char *list);
 
 #endif

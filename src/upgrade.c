@@ -198,14 +198,19 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events)
 			until.tv_sec++;
 			until.tv_nsec -= 1000000000;
 		}
+		ret = 0;
+		c->waiters++;
 		while (c->polling && gen == c->wake_gen && s->conn == c) {
 			if (timeout < 0)
 				pthread_cond_wait(&c->cond, &s->lock);
 			else if (pthread_cond_timedwait(&c->cond, &s->lock,
-							&until) == ETIMEDOUT)
-				return -EAGAIN;
+							&until) == ETIMEDOUT) {
+				ret = -EAGAIN;
+				break;
+			}
 		}
-		return 0;
+		c->waiters--;
+		return ret;
 	}
 	if (c->qp_ready && rsx_conn_arm(c) == 0 && rsx_conn_poll(c) != 0)
 		return 0;	/* something came in meanwhile */
@@ -559,18 +564,86 @@ static int rsx_server_detect(struct rsx_sock *s, int fd)
 }
 
 /*
- * Completions in, and the server's side of the cut-over: it moves its sends
- * to the ring once the client's CUTOVER proved the client QP ready.
+ * After the peer's DOWNGRADE (conn.h): our ring bytes that its application
+ * had not read go again over TCP, from the staging mirror, before anything
+ * new; then a shutdown(SHUT_WR) the ring carried as FIN becomes TCP's own.
+ * Returns 0 once nothing is left, -EAGAIN while TCP takes no more, or the
+ * -errno of the TCP send.
  */
-static void rsx_progress(struct rsx_sock *s)
+static int rsx_resend(struct rsx_sock *s, int fd)
+{
+	struct rsx_conn *c = s->conn;
+	uint32_t size = c->peer.ring_size, off;
+	size_t len;
+	ssize_t n;
+
+	while (c->tx_resend < c->tx_head) {
+		off = c->tx_resend & (size - 1);
+		len = c->tx_head - c->tx_resend;
+		if (len > size - off)
+			len = size - off;
+		n = rsx_libc.send(fd, c->stage + off, len,
+				  MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		c->tx_resend += n;
+		rsx_stat_add(RSX_STAT_down_resent_bytes, n);
+		rsx_stat_add(RSX_STAT_tcp_tx_bytes, n);
+	}
+	if (s->wr_shut && !c->down_shut) {
+		c->down_shut = 1;
+		rsx_libc.shutdown(fd, SHUT_WR);
+	}
+	return 0;
+}
+
+/* The bytes of the peer's ring are all read: TCP is next. */
+static int rsx_rx_from_tcp(const struct rsx_conn *c)
+{
+	return !c->rx_ring || (c->peer_down && !rsx_conn_readable(c));
+}
+
+/*
+ * Completions in, and the server's side of the cut-over: it moves its sends
+ * to the ring once the client's CUTOVER proved the client QP ready.  After
+ * the peer's DOWNGRADE, what it has to get again goes out as TCP takes it.
+ */
+static void rsx_progress(struct rsx_sock *s, int fd)
 {
 	struct rsx_conn *c = s->conn;
 
 	if (!c || !c->qp_ready)
 		return;
 	rsx_conn_poll(c);
-	if (c->peer_cutover && !c->tx_ring && !s->wr_shut && !c->err)
+	if (c->peer_down)
+		rsx_resend(s, fd);
+	else if (c->peer_cutover && !c->tx_ring && !s->wr_shut && !c->err)
 		rsx_conn_cutover(c);
+}
+
+/*
+ * The peer went back to TCP and nothing of the ring is left: our bytes it
+ * had not read went again, and the application has read all the peer wrote
+ * into our ring (after any TCP bytes before its cut-over).  The socket
+ * becomes plain TCP, unless a thread still sleeps on the connection.
+ * Returns 1 when it did.
+ */
+static int rsx_down_settle(struct rsx_sock *s, int fd)
+{
+	struct rsx_conn *c = s->conn;
+
+	if (s->state != RSX_ST_UPGRADED || !c->peer_down || c->polling ||
+	    c->waiters || c->tx_resend != c->tx_head ||
+	    (s->wr_shut && !c->down_shut) || rsx_conn_readable(c) ||
+	    !(c->rx_ring || c->rx_tcp_limit < 0 || !c->rx_head))
+		return 0;
+	if (s->rd_shut)
+		rsx_libc.shutdown(fd, SHUT_RD);
+	rsx_dbg("fd %d: back to plain TCP after the peer's DOWNGRADE", fd);
+	rsx_to_tcp(s, RSX_STAT_peer_downgrades);
+	return 1;
 }
 
 /*
@@ -585,7 +658,7 @@ static void rsx_peer_closed(struct rsx_sock *s)
 
 	c->tcp_eof = 1;
 	rsx_conn_poll(c);
-	if (!c->peer_fin && c->peer_cutover)
+	if (!c->peer_fin && c->peer_cutover && !c->peer_down)
 		rsx_conn_fail(c, -ECONNRESET, "peer closed without FIN");
 }
 
@@ -618,32 +691,76 @@ static int rsx_wait_conn(struct rsx_sock *s, int fd, int want_tcp)
 		events |= POLLIN;
 	if (!c->tcp_eof)
 		events |= POLLRDHUP;
+	if (c->peer_down && c->tx_resend < c->tx_head)
+		events |= POLLOUT;
 	ret = rsx_sleep(s, fd, events);
 	return ret < 0 ? ret : 0;
 }
 
+/*
+ * SO_RCVLOWAT (read from the kernel once, then kept up to date by
+ * setsockopt), at most the ring: a peer can fill the ring without a
+ * credit, never more.
+ */
+static size_t rsx_lowat(struct rsx_sock *s, int fd)
+{
+	socklen_t len = sizeof(int);
+	int v = 1;
+
+	if (!s->rcvlowat) {
+		if (rsx_libc.getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v,
+					&len) || v < 1)
+			v = 1;
+		s->rcvlowat = v;
+	}
+	if (s->conn && (size_t)s->rcvlowat > s->conn->ring_size)
+		return s->conn->ring_size;
+	return s->rcvlowat;
+}
+
+void rsx_sock_rcvlowat(int fd, int val)
+{
+	struct rsx_sock *s = rsx_fd_get(fd);
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->rcvlowat = val < 1 ? 1 : val;
+	rsx_sock_ready_sync(s);
+	pthread_mutex_unlock(&s->lock);
+	rsx_sock_put(s);
+}
+
+/*
+ * Like TCP, a blocking recv returns once it has the smaller of len and
+ * SO_RCVLOWAT (all of len with MSG_WAITALL), or at the end, an error, a
+ * signal or SO_RCVTIMEO; a non-blocking one returns what there is.
+ */
 static ssize_t rsx_up_recv(struct rsx_sock *s, int fd, const struct iovec *iov,
 			   int iovcnt, size_t len, int flags, int nonblock)
 {
 	int peek = flags & MSG_PEEK;
 	int waitall = (flags & MSG_WAITALL) && !peek;
 	struct rsx_conn *c = s->conn;
-	size_t got = 0, want;
+	size_t got = 0, want, target;
 	ssize_t n;
 	int ret;
 
+	target = waitall ? len : peek ? 1 : rsx_lowat(s, fd);
+	if (target > len)
+		target = len;
 	for (;;) {
-		rsx_progress(s);
+		rsx_progress(s, fd);
 		if (s->rd_shut)
 			return got;
-		if (!c->rx_ring) {
-			if (c->rx_tcp_limit >= 0 &&
+		if (rsx_rx_from_tcp(c)) {
+			if (!c->rx_ring && c->rx_tcp_limit >= 0 &&
 			    c->rx_tcp == (uint64_t)c->rx_tcp_limit) {
 				c->rx_ring = 1;
 				continue;
 			}
 			want = len - got;
-			if (c->rx_tcp_limit >= 0 &&
+			if (!c->rx_ring && c->rx_tcp_limit >= 0 &&
 			    want > c->rx_tcp_limit - c->rx_tcp)
 				want = c->rx_tcp_limit - c->rx_tcp;
 			n = rsx_tcp_io(fd, iov, iovcnt, got, want,
@@ -654,14 +771,14 @@ static ssize_t rsx_up_recv(struct rsx_sock *s, int fd, const struct iovec *iov,
 					rsx_stat_add(RSX_STAT_tcp_rx_bytes, n);
 				}
 				got += n;
-				if (!waitall || got == len)
+				if (got >= target)
 					return got;
 				continue;
 			}
 			if (n == 0) {
 				/* the CUTOVER may be in the CQ before the EOF */
 				rsx_conn_poll(c);
-				if (c->rx_tcp_limit >= 0 &&
+				if (!c->rx_ring && c->rx_tcp_limit >= 0 &&
 				    c->rx_tcp == (uint64_t)c->rx_tcp_limit) {
 					c->rx_ring = 1;
 					c->tcp_eof = 1;
@@ -674,7 +791,7 @@ static ssize_t rsx_up_recv(struct rsx_sock *s, int fd, const struct iovec *iov,
 		} else {
 			n = rsx_conn_read(c, iov, iovcnt, got, len - got, peek);
 			got += n;
-			if (n && (!waitall || got == len))
+			if (n && got >= target)
 				return got;
 			if (!rsx_conn_readable(c)) {
 				if (c->peer_fin)
@@ -683,11 +800,11 @@ static ssize_t rsx_up_recv(struct rsx_sock *s, int fd, const struct iovec *iov,
 					return got ? (ssize_t)got : c->err;
 			}
 		}
-		if (got && !waitall)
+		if (got >= target && got)
 			return got;
 		if (nonblock)
 			return got ? (ssize_t)got : -EAGAIN;
-		ret = rsx_wait_conn(s, fd, !c->rx_ring);
+		ret = rsx_wait_conn(s, fd, rsx_rx_from_tcp(c));
 		if (ret)
 			return got ? (ssize_t)got : ret;
 	}
@@ -709,13 +826,17 @@ static ssize_t rsx_up_send(struct rsx_sock *s, int fd, const struct iovec *iov,
 	int ret;
 
 	for (;;) {
-		rsx_progress(s);
+		rsx_progress(s, fd);
 		if (s->wr_shut)
 			return sent ? (ssize_t)sent : rsx_epipe(flags);
 		if (!c->tx_ring) {
-			n = rsx_tcp_io(fd, iov, iovcnt, sent, len - sent,
-				       (flags & ~MSG_DONTWAIT) | MSG_DONTWAIT,
-				       1);
+			n = c->peer_down ? rsx_resend(s, fd) : 0;
+			if (n == -EPIPE)
+				return sent ? (ssize_t)sent : rsx_epipe(flags);
+			if (!n)
+				n = rsx_tcp_io(fd, iov, iovcnt, sent,
+					       len - sent,
+					       flags | MSG_DONTWAIT, 1);
 			if (n > 0) {
 				c->tx_tcp += n;
 				rsx_stat_add(RSX_STAT_tcp_tx_bytes, n);
@@ -893,6 +1014,8 @@ static ssize_t rsx_sock_io(int fd, const struct iovec *iov, int iovcnt,
 		return ret;
 	}
 out:
+	if (s->state == RSX_ST_UPGRADED && s->conn->peer_down)
+		rsx_down_settle(s, fd);
 	rsx_sock_ready_sync(s);
 	pthread_mutex_unlock(&s->lock);
 	rsx_sock_put(s);
@@ -918,20 +1041,27 @@ ssize_t rsx_sock_send(int fd, const struct iovec *iov, int iovcnt, int flags)
 static void rsx_ready_state(struct rsx_sock *s, struct rsx_ready_state *st)
 {
 	struct rsx_conn *c = s->conn;
+	struct pollfd pfd = { .fd = s->rdy->tcp, .events = POLLOUT };
 	int tcp = 0;
 
 	st->hup = c->err != 0;
 	st->rdhup = st->hup || c->peer_fin || s->rd_shut ||
-		    (c->tcp_eof && !c->peer_cutover);
-	if (c->rx_ring || (c->rx_tcp_limit >= 0 &&
-			   c->rx_tcp == (uint64_t)c->rx_tcp_limit))
-		st->in = rsx_conn_readable(c) > 0;
+		    (c->tcp_eof && (!c->peer_cutover || c->peer_down));
+	if (!rsx_rx_from_tcp(c) ||
+	    (!c->rx_ring && c->rx_tcp_limit >= 0 &&
+	     c->rx_tcp == (uint64_t)c->rx_tcp_limit))
+		st->in = rsx_conn_readable(c) >= rsx_lowat(s, s->rdy->tcp);
 	else
 		st->in = !rsx_libc.ioctl(s->rdy->tcp, FIONREAD, &tcp) &&
-			 tcp > 0;
+			 tcp > 0 && (size_t)tcp >= rsx_lowat(s, s->rdy->tcp);
 	st->in |= st->rdhup;
-	st->out = st->hup || s->wr_shut || !c->tx_ring ||
-		  rsx_conn_tx_room(c) > 0 || rsx_peer_gone(c);
+	if (c->peer_down)	/* our sends are TCP's again */
+		st->out = st->hup || s->wr_shut ||
+			  (c->tx_resend == c->tx_head &&
+			   rsx_libc.poll(&pfd, 1, 0) == 1);
+	else
+		st->out = st->hup || s->wr_shut || !c->tx_ring ||
+			  rsx_conn_tx_room(c) > 0 || rsx_peer_gone(c);
 }
 
 /*
@@ -965,9 +1095,15 @@ void rsx_sock_ready_sync(struct rsx_sock *s)
 			rsx_ready_show(s, &waiting);
 		return;
 	}
-	rsx_progress(s);
+	rsx_progress(s, s->rdy->tcp);
 	if (c->qp_ready && !c->armed && !c->err && !rsx_conn_arm(c))
-		rsx_progress(s);
+		rsx_progress(s, s->rdy->tcp);
+	if (c->peer_down) {
+		if (rsx_down_settle(s, s->rdy->tcp))
+			return;
+		/* the watcher hears of TCP room from now on */
+		rsx_ready_watch_out(s);
+	}
 	rsx_ready_state(s, &st);
 	rsx_ready_show(s, &st);
 }
@@ -1013,11 +1149,28 @@ static void rsx_finish(struct rsx_sock *s, int fd, int timeout_ms)
 {
 	struct rsx_conn *c = s->conn;
 	int64_t deadline = rsx_now_ms() + timeout_ms;
+	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
 
+	while (c && c->peer_down && rsx_resend(s, fd) == -EAGAIN) {
+		if (rsx_now_ms() > deadline) {
+			struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+
+			/* a reset, not a stream that ends short */
+			rsx_info("fd %d: bytes for the peer's TCP not sent in "
+				 "%d ms", fd, timeout_ms);
+			rsx_libc.setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg,
+					    sizeof(lg));
+			return;
+		}
+		pthread_mutex_unlock(&s->lock);
+		rsx_libc.poll(&pfd, 1, 100);
+		pthread_mutex_lock(&s->lock);
+		c = s->conn;
+	}
 	if (!c || !c->tx_ring)
 		return;
 	for (;;) {
-		rsx_progress(s);
+		rsx_progress(s, fd);
 		if (rsx_peer_gone(c))
 			return;
 		if (!c->fin_sent)
@@ -1051,7 +1204,8 @@ int rsx_sock_shutdown(int fd, int how)
 
 	if (s) {
 		pthread_mutex_lock(&s->lock);
-		upgraded = s->state == RSX_ST_UPGRADED && s->conn->tx_ring;
+		upgraded = s->state == RSX_ST_UPGRADED &&
+			   (s->conn->tx_ring || s->conn->peer_down);
 		if ((how == SHUT_RD || how == SHUT_RDWR) && !s->rd_shut) {
 			s->rd_shut = 1;
 			/* a recv asleep on the connection returns 0, as on TCP */
@@ -1060,7 +1214,11 @@ int rsx_sock_shutdown(int fd, int how)
 		}
 		if ((how == SHUT_WR || how == SHUT_RDWR) && !s->wr_shut) {
 			s->wr_shut = 1;
-			if (upgraded)
+			/* after the peer's DOWNGRADE: TCP's own shutdown,
+			 * once the bytes before it are out (rsx_resend) */
+			if (upgraded && s->conn->peer_down)
+				rsx_progress(s, fd);
+			else if (upgraded)
 				rsx_finish(s, fd, rsx_config.linger_ms);
 		}
 		rsx_sock_ready_sync(s);
@@ -1114,6 +1272,113 @@ void rsx_exit_flush(void)
 			rsx_finish(s, fd, rsx_config.linger_ms);
 		pthread_mutex_unlock(&s->lock);
 	}
+}
+
+/*
+ * CLIENT_HELLO before an exec: the answer must not reach the new program.
+ * Take it off TCP (waiting for it a while) and stay TCP: without our
+ * CUTOVER the server stays TCP too.
+ */
+static int rsx_exec_client_hello(struct rsx_sock *s, int fd)
+{
+	int64_t deadline = rsx_now_ms() + rsx_config.linger_ms;
+	struct rsx_hello h;
+	int ret;
+
+	while ((ret = rsx_peek_msg(s, fd, &h)) == -EAGAIN) {
+		if (rsx_now_ms() > deadline)
+			return -ETIMEDOUT;
+		rsx_wait_in(s, fd, 10);
+	}
+	if (ret > 0 && h.nonce == s->conn->nonce &&
+	    (h.type == RSX_MSG_ACK || h.type == RSX_MSG_NAK))
+		rsx_consume_msg(fd);
+	rsx_to_tcp(s, RSX_STAT_COUNT);
+	return 0;
+}
+
+/*
+ * Before our DOWNGRADE: every ring byte the peer wrote is ours to lose, so
+ * none may be left when the peer went back to TCP first (it will not send
+ * them again).  Our own bytes it had not read go now.
+ */
+static int rsx_exec_peer_down(struct rsx_sock *s, int fd)
+{
+	struct rsx_conn *c = s->conn;
+
+	if (rsx_conn_readable(c))
+		return -EPIPE;
+	rsx_finish(s, fd, rsx_config.linger_ms);
+	if (!s->conn || s->conn->tx_resend != s->conn->tx_head)
+		return -ETIMEDOUT;
+	return 0;
+}
+
+/*
+ * The process is about to execve() another program, which inherits fd: it
+ * cannot use our RDMA resources, but it can use TCP.  Our last message on
+ * the QP (DOWNGRADE, conn.h) hands the data path back to TCP: the peer
+ * reads its ring up to our last byte and TCP after it, and sends again over
+ * TCP whatever of its ring bytes our application had not read.  Should the
+ * exec fail, this process goes on with plain TCP just the same.  When this
+ * cannot be done, the connection is shut down: both ends see it end, never
+ * a stream with a hole.  Returns 0 (TCP now) or -errno (shut down).
+ */
+int rsx_sock_exec_downgrade(struct rsx_sock *s, int fd)
+{
+	int64_t deadline = rsx_now_ms() + rsx_config.linger_ms;
+	struct rsx_conn *c;
+	int ret = 0, tries;
+
+	for (tries = 0; pthread_mutex_trylock(&s->lock); tries++) {
+		if (tries == 100)
+			return -EBUSY;
+		usleep(1000);
+	}
+	if (s->state == RSX_ST_CLIENT_HELLO && s->conn) {
+		ret = rsx_exec_client_hello(s, fd);
+		goto out;
+	}
+	c = s->conn;
+	if (s->state != RSX_ST_UPGRADED || !c->qp_ready) {
+		ret = s->state == RSX_ST_UPGRADED ? -EIO : 0;
+		goto out;
+	}
+	rsx_conn_poll(c);
+	if (c->peer_down) {
+		ret = rsx_exec_peer_down(s, fd);
+		goto out;
+	}
+	while ((ret = rsx_conn_downgrade(c)) == -EAGAIN &&
+	       rsx_now_ms() < deadline)
+		rsx_wait_conn(s, fd, 0);	/* a message credit */
+	if (!ret)
+		ret = rsx_conn_wait_sent(c, c->down_wr, rsx_config.linger_ms);
+	/* the peer may have gone back to TCP at the same moment */
+	if (!ret && rsx_conn_poll(c) >= 0 && c->peer_down)
+		ret = rsx_exec_peer_down(s, fd);
+	if (!ret && s->wr_shut)
+		rsx_libc.shutdown(fd, SHUT_WR);	/* our FIN, as TCP's */
+	if (!ret)
+		rsx_stat_inc(RSX_STAT_exec_downgraded);
+out:
+	c = s->conn;
+	if (ret && c) {
+		rsx_warn("fd %d: could not take the connection back to TCP "
+			 "for exec (%s): shut down", fd, strerror(-ret));
+		rsx_libc.shutdown(fd, SHUT_RDWR);
+		rsx_stat_inc(RSX_STAT_exec_lost);
+	}
+	if (c && (c->polling || c->waiters)) {
+		/* a thread sleeps on it: leave it be, the exec ends it */
+		s->conn = NULL;
+		rsx_ready_off(s, 1);
+		rsx_sock_set_state(s, RSX_ST_TCP);
+	} else if (c) {
+		rsx_to_tcp(s, RSX_STAT_COUNT);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return ret;
 }
 
 /*
@@ -1183,8 +1448,8 @@ int rsx_sock_ioctl(int fd, unsigned long req, void *arg)
 	pthread_mutex_lock(&s->lock);
 	c = s->conn;
 	if (s->state == RSX_ST_UPGRADED) {
-		rsx_progress(s);
-		if (req == FIONREAD && c->rx_ring) {
+		rsx_progress(s, fd);
+		if (req == FIONREAD && !rsx_rx_from_tcp(c)) {
 			*(int *)arg = rsx_conn_readable(c);
 			ret = 0;
 		} else if (req == SIOCOUTQ && c->tx_ring) {

@@ -24,6 +24,8 @@ void rsx_sock_connected(struct rsx_sock *s, int fd, int action,
 			int connected);
 void rsx_sock_accepted(struct rsx_sock *s);
 void rsx_exit_flush(void);
+int rsx_sock_exec_downgrade(struct rsx_sock *s, int fd);
+void rsx_sock_rcvlowat(int fd, int val);
 void rsx_fork_child_sockets(void);
 
 #endif

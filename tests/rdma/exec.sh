@@ -5,8 +5,10 @@
 # once; the service's own rsockx, told by the exec wrapper which
 # descriptors it inherits (RSOCKX_INHERIT), takes the HELLO out: the echo
 # holds the client's bytes and nothing else, and the connection stays TCP.
+# Then an upgraded connection across exec (below), with the peer blocking
+# or on epoll, and an exec that fails.
 # vm-exclusive: yes
-# vm-timeout: 120
+# vm-timeout: 400
 . "$abs_top_srcdir/tests/lib.sh"
 . "$abs_top_srcdir/tests/vm/lib.sh"
 . "$abs_top_srcdir/tests/rdma/stream-lib.sh"
@@ -50,4 +52,51 @@ check "the service took the HELLO out" \
 	test "$(stat_of $tmpdir/server.stats hello_received)" = 1
 check "nothing upgraded" \
 	test "$(stat_of $tmpdir/client.stats upgraded)$(stat_of $tmpdir/server.stats upgraded)" = 00
+
+# An upgraded connection across exec: the client reads the head of a
+# 3 MiB stream, sends 300 kB, and executes a new program on the same
+# descriptor, which reads the rest and sends 200 kB more.  Its library
+# takes the connection back to TCP first: the server reads its ring to
+# the client's last byte and TCP after it, and sends again over TCP the
+# ring bytes the client had not read.  Both streams must arrive whole.
+# "fail": the exec fails and the client goes on itself, over TCP.
+"$PYTHON" "$abs_top_srcdir/tests/rdma/exec.py" expect down >"$tmpdir/down"
+"$PYTHON" "$abs_top_srcdir/tests/rdma/exec.py" expect up >"$tmpdir/up"
+for run in block:exec epoll:exec block:fail; do
+	smode=${run%:*} cmode=${run#*:}
+	rm -f "$tmpdir"/x.*
+	port=$(vm_port)
+	timeout 120 env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_CONF= \
+		RSOCKX_HELLO_GRACE_MS=2000 RSOCKX_STATS_FILE="$tmpdir/x.sstats" \
+		"$PYTHON" "$abs_top_srcdir/tests/rdma/exec.py" server \
+		$HOST_B $port $smode "$tmpdir/x.sout" &
+	spid=$!
+	wait_listen $port || bail "server did not listen"
+	timeout 120 env LD_PRELOAD="$RSOCKX_PRELOAD" \
+		RSOCKX_CONF="$tmpdir/rdma.conf" \
+		RSOCKX_STATS_FILE="$tmpdir/x.cstats" \
+		"$PYTHON" "$abs_top_srcdir/tests/rdma/exec.py" client \
+		$HOST_B $port $HOST_A $cmode "$tmpdir/x.cout"
+	check "$run: the client ended well" [ $? -eq 0 ]
+	reap $spid 60
+	check "$run: the client got the server's 3 MiB exactly" \
+		cmp -s "$tmpdir/down" "$tmpdir/x.cout"
+	check "$run: the server got the client's 500 kB exactly" \
+		cmp -s "$tmpdir/up" "$tmpdir/x.sout"
+	check "$run: the connection was upgraded" \
+		test "$(stat_of $tmpdir/x.cstats upgraded)" = 1
+	check "$run: bytes went over RDMA both ways before the exec" \
+		test "$(stat_of $tmpdir/x.cstats rdma_rx_bytes)" -gt 0 -a \
+		     "$(stat_of $tmpdir/x.sstats rdma_rx_bytes)" -gt 0
+	check "$run: the client went back to TCP before the exec" \
+		test "$(stat_of $tmpdir/x.cstats exec_downgraded)" = 1
+	check "$run: nothing lost at the exec" \
+		test "$(stat_of $tmpdir/x.cstats exec_lost)" = 0
+	check "$run: the server went back to TCP too" \
+		test "$(stat_of $tmpdir/x.sstats peer_downgrades)" = 1
+	check "$run: the server sent the unread ring bytes again" \
+		test "$(stat_of $tmpdir/x.sstats down_resent_bytes)" -gt 0
+	check "$run: no connection error" \
+		test "$(stat_of $tmpdir/x.sstats conn_errors)$(stat_of $tmpdir/x.cstats conn_errors)" = 00
+done
 done_testing

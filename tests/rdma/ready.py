@@ -26,6 +26,9 @@ last; anything else is a failure (exit status 1).  Scenarios:
   timing    poll() timeouts on an idle upgraded socket, POLLOUT going away
             when the peer's ring is full and back when it reads, POLLRDHUP
             and EOF after the peer's shutdown
+  lowat     client: SO_RCVLOWAT on an upgraded socket: poll() and epoll
+            report it readable only with that many bytes in, a blocking
+            recv() waits for them, a non-blocking one takes what is there
 """
 import asyncio
 import hashlib
@@ -589,6 +592,68 @@ def timing_client(host, port):
     s.close()
 
 
+def lowat_server(ls):
+    conn, _ = ls.accept()
+    if conn.recv(1) != b"h":
+        fail("lowat server: no hello")
+    conn.sendall(b"h")
+    if conn.recv(1) != b"1":
+        fail("lowat server: no step 1")
+    conn.sendall(b"a" * 500)
+    time.sleep(0.6)
+    conn.sendall(b"b" * 600)
+    if conn.recv(1) != b"2":
+        fail("lowat server: no step 2")
+    for _ in range(10):
+        time.sleep(0.05)
+        conn.sendall(b"c" * 100)
+    if conn.recv(1) != b"e":
+        fail("lowat server: no end")
+    conn.close()
+
+
+def lowat_client(host, port):
+    s = connect(host, port)
+    s.sendall(b"h")
+    if s.recv(1) != b"h":
+        fail("lowat client: no hello")
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1000)
+    s.setblocking(False)
+    p = select.poll()
+    p.register(s, select.POLLIN)
+    ep = select.epoll()
+    ep.register(s.fileno(), select.EPOLLIN)
+    s.sendall(b"1")
+    time.sleep(0.3)                 # the first 500 bytes are in
+    if p.poll(100) or ep.poll(0.1):
+        fail("lowat client: readable with 500 of 1000 bytes")
+    r = p.poll(5000)
+    if not r or not r[0][1] & select.POLLIN or not ep.poll(1):
+        fail("lowat client: 1100 bytes not reported: %r" % r)
+    got = s.recv(4096)
+    if len(got) < 1000 or got != (b"a" * 500 + b"b" * 600)[:len(got)]:
+        fail("lowat client: first recv got %d bytes" % len(got))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1)
+    while len(got) < 1100:          # what is left, if any
+        if p.poll(5000):
+            got += s.recv(4096)
+    if got != b"a" * 500 + b"b" * 600:
+        fail("lowat client: wrong bytes")
+    ep.close()
+    s.setblocking(True)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1000)
+    s.sendall(b"2")
+    t = time.monotonic()
+    got = s.recv(4096)              # ten sends of 100 bytes, 50 ms apart
+    dt = time.monotonic() - t
+    if len(got) != 1000 or got != b"c" * 1000:
+        fail("lowat client: blocking recv returned %d bytes" % len(got))
+    if dt < 0.3:
+        fail("lowat client: blocking recv back after %.3f s" % dt)
+    s.sendall(b"e")
+    s.close()
+
+
 def main():
     scen, role, host, port = sys.argv[1:5]
     port = int(port)
@@ -606,7 +671,7 @@ def main():
              "aliases": blocking_echo,
              "prefork": prefork_server, "forkconn": forkconn_server,
              "forkinherit": forkinherit_server,
-             "timing": timing_server}[scen](ls)
+             "timing": timing_server, "lowat": lowat_server}[scen](ls)
     else:
         if scen == "asyncio":
             asyncio.run(aecho_client(host, port, seed))
@@ -623,6 +688,8 @@ def main():
         elif scen in ("prefork", "forkconn", "forkinherit"):
             echo_rounds(host, port, seed, {"prefork": 4, "forkconn": 3,
                                            "forkinherit": 1}[scen])
+        elif scen == "lowat":
+            lowat_client(host, port)
         else:
             timing_client(host, port)
     print("ready.py: ok %s %s" % (scen, role), flush=True)

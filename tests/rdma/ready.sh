@@ -53,6 +53,7 @@ scenario asyncio 100
 scenario et 100
 scenario select 100
 scenario timing 5
+scenario lowat 5
 scenario epmisc 5
 scenario threads 100
 scenario aliases 20 blocking

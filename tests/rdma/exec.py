@@ -1,0 +1,146 @@
+#!/usr/bin/python3
+# An upgraded connection across execve() (tests/rdma/exec.sh).
+#
+#   exec.py server ADDR PORT block|epoll OUT
+#       accepts one connection, sends DOWN bytes and then shuts down its
+#       side, and writes all it receives until EOF to OUT.  "block": a
+#       sender thread and a blocking reader; "epoll": one non-blocking
+#       loop on selectors (epoll).
+#   exec.py client ADDR PORT BIND exec|fail OUT
+#       reads HEAD bytes, sends UP1 bytes, then executes this script again
+#       on the same descriptor ("exec"), or tries to execute a file that
+#       does not exist and goes on itself ("fail"); the rest of the stream
+#       goes to OUT, then UP2 bytes go out and the write side is shut.
+#   exec.py rest FD OUT     (the new program of "exec")
+#
+# The byte streams are fixed (random.Random seeds) so that the shell can
+# compare OUT with exec.py expect up|down.
+import os
+import random
+import selectors
+import socket
+import sys
+import threading
+
+DOWN = 3 << 20          # server to client: many rings' worth
+HEAD = 100000           # read before the exec: the rest waits in the ring
+UP1 = 300000
+UP2 = 200000
+
+
+def stream(seed, n):
+    return random.Random(seed).randbytes(n)
+
+
+def down_bytes():
+    return stream(1, DOWN)
+
+
+def up_bytes():
+    return stream(2, UP1 + UP2)
+
+
+def server(addr, port, mode, out):
+    lst = socket.create_server((addr, port), family=socket.AF_INET)
+    c, _ = lst.accept()
+    data = down_bytes()
+    got = bytearray()
+    if mode == "block":
+        def send():
+            c.sendall(data)
+            c.shutdown(socket.SHUT_WR)
+        t = threading.Thread(target=send)
+        t.start()
+        while True:
+            b = c.recv(65536)
+            if not b:
+                break
+            got += b
+        t.join()
+    else:
+        c.setblocking(False)
+        sel = selectors.DefaultSelector()
+        sel.register(c, selectors.EVENT_READ | selectors.EVENT_WRITE)
+        off, eof = 0, False
+        while not eof or off < len(data):
+            for key, ev in sel.select(timeout=30):
+                if ev & selectors.EVENT_READ:
+                    try:
+                        b = c.recv(65536)
+                    except BlockingIOError:
+                        b = None
+                    if b == b"":
+                        eof = True
+                    elif b:
+                        got += b
+                if ev & selectors.EVENT_WRITE and off < len(data):
+                    try:
+                        off += c.send(data[off:off + 65536])
+                    except BlockingIOError:
+                        pass
+                    if off == len(data):
+                        c.shutdown(socket.SHUT_WR)
+            want = (0 if eof else selectors.EVENT_READ) | \
+                   (selectors.EVENT_WRITE if off < len(data) else 0)
+            if want:
+                sel.modify(c, want)
+            else:
+                break
+    with open(out, "wb") as f:
+        f.write(got)
+    c.close()
+
+
+def recv_exact(s, n):
+    buf = bytearray()
+    while len(buf) < n:
+        b = s.recv(n - len(buf))
+        if not b:
+            break
+        buf += b
+    return buf
+
+
+def rest(s, out):
+    """The part of the client after the exec (or the failed exec)."""
+    with open(out, "ab") as f:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            f.write(b)
+    s.sendall(up_bytes()[UP1:])
+    s.shutdown(socket.SHUT_WR)
+
+
+def client(addr, port, bind, mode, out):
+    s = socket.create_connection((addr, port), source_address=(bind, 0))
+    head = recv_exact(s, HEAD)
+    with open(out, "wb") as f:
+        f.write(head)
+    s.sendall(up_bytes()[:UP1])
+    s.set_inheritable(True)
+    if mode == "exec":
+        os.execv(sys.executable, [sys.executable, __file__, "rest",
+                                  str(s.fileno()), out])
+    try:
+        os.execv("/nonexistent/program", ["x"])
+    except OSError:
+        pass
+    rest(s, out)
+
+
+def main(argv):
+    if argv[1] == "server":
+        server(argv[2], int(argv[3]), argv[4], argv[5])
+    elif argv[1] == "client":
+        client(argv[2], int(argv[3]), argv[4], argv[5], argv[6])
+    elif argv[1] == "rest":
+        rest(socket.socket(fileno=int(argv[2])), argv[3])
+    elif argv[1] == "expect":
+        sys.stdout.buffer.write(up_bytes() if argv[2] == "up"
+                                else down_bytes())
+
+
+if __name__ == "__main__":
+    main(sys.argv)
