@@ -408,6 +408,24 @@ int rsx_parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 	return 0;
 }
 
+/*
+ * The local ACK timeout exponent t (1 to 31) that makes RSX_QP_RETRY_CNT + 1
+ * tries of 4.096 us * 2^t take about ms milliseconds: 2^t is the power of
+ * two nearest to one try (t = 0 would mean no timeout at all).
+ * 500 ms gives 14: 7 tries of 67 ms.
+ */
+uint8_t rsx_qp_timeout_exp(int ms)
+{
+	/* one try, in units of 4.096 us */
+	uint64_t x = (uint64_t)(ms > 0 ? ms : 1) * 1000000 /
+		     (4096 * (RSX_QP_RETRY_CNT + 1));
+	uint8_t t = 1;
+
+	while (t < 31 && x >= 3ull << (t - 1))	/* 1.5 * 2^t */
+		t++;
+	return t;
+}
+
 static int rsx_read_file(const char *path, char *buf, size_t size,
 			 size_t *len)
 {

@@ -61,6 +61,8 @@ struct rsx_config {
 	int probe_timeout_ms;	/* RSOCKX_PROBE_TIMEOUT_MS: no answer = no */
 	int probe_ttl_s;	/* RSOCKX_PROBE_TTL_S: "rsockx here" is kept */
 	int probe_neg_ttl_s;	/* RSOCKX_PROBE_NEG_TTL_S: "no" is kept */
+	int qp_timeout_ms;	/* RSOCKX_QP_TIMEOUT_MS: unanswered QP fails */
+	uint8_t qp_timeout;	/* its local ACK timeout exponent (qa.timeout) */
 	uint32_t test_qp_err_after; /* RSOCKX_TEST_QP_ERR_AFTER: test hook */
 	struct rsx_rules rules;
 	char error[256];	/* first error, "source:line: reason" */
@@ -76,6 +78,15 @@ int rsx_rules_match(const struct rsx_rules *rs, int dir,
 		    const struct sockaddr *sa, socklen_t salen,
 		    int default_action, const struct rsx_rule **which);
 int rsx_parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+
+/*
+ * A queue pair whose packets go unanswered (dead link, a peer that named a
+ * QP that does not exist) fails after RSX_QP_RETRY_CNT + 1 tries of
+ * 4.096 us * 2^timeout each.  Not 7: Soft-RoCE (and the spec for rnr_retry)
+ * read 7 as "retry for ever".
+ */
+#define RSX_QP_RETRY_CNT	6
+uint8_t rsx_qp_timeout_exp(int ms);
 int rsx_config_load(struct rsx_config *c, const char *rules_env,
 		    const char *conf_path, const char *default_env,
 		    const char *prog);

@@ -330,8 +330,8 @@ int rsx_conn_connect(struct rsx_conn *c, const struct rsx_hello *peer)
 	}
 	memset(&qa, 0, sizeof(qa));
 	qa.qp_state = IBV_QPS_RTS;
-	qa.timeout = 14;	/* 4.096 us * 2^14 = 67 ms per try */
-	qa.retry_cnt = 7;
+	qa.timeout = rsx_config.qp_timeout;	/* RSOCKX_QP_TIMEOUT_MS */
+	qa.retry_cnt = RSX_QP_RETRY_CNT;	/* 7 would retry for ever */
 	qa.rnr_retry = 7;
 	qa.sq_psn = c->psn;
 	qa.max_rd_atomic = 0;

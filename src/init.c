@@ -54,6 +54,7 @@ static void rsx_init_tunables(void)
 	c->probe_timeout_ms = 1000;
 	c->probe_ttl_s = 60;
 	c->probe_neg_ttl_s = 5;
+	c->qp_timeout_ms = 500;
 	rsx_env_num("RSOCKX_RING_SIZE", RSX_RING_MIN, RSX_RING_MAX, 1,
 		    &c->ring_size, sizeof(c->ring_size));
 	rsx_env_num("RSOCKX_SPIN_US", 0, 1000000, 0, &c->spin_us,
@@ -68,6 +69,9 @@ static void rsx_init_tunables(void)
 		    sizeof(int));
 	rsx_env_num("RSOCKX_PROBE_NEG_TTL_S", 0, 86400, 0,
 		    &c->probe_neg_ttl_s, sizeof(int));
+	rsx_env_num("RSOCKX_QP_TIMEOUT_MS", 1, 3600000, 0, &c->qp_timeout_ms,
+		    sizeof(int));
+	c->qp_timeout = rsx_qp_timeout_exp(c->qp_timeout_ms);
 	/* fault tests: break each QP after it sent this many bytes */
 	rsx_env_num("RSOCKX_TEST_QP_ERR_AFTER", 1, UINT32_MAX, 0,
 		    &c->test_qp_err_after, sizeof(uint32_t));

@@ -105,7 +105,8 @@ fi
 
 # --- 2. link down mid-stream --------------------------------------------------
 # vethA goes down under a c2s stream: rxe0's packets go nowhere, the RC QPs
-# retry (timeout 14, retry_cnt 7) and fail.  TCP runs over lo here and stays
+# retry and fail after RSOCKX_QP_TIMEOUT_MS (500 ms: 7 tries of 67 ms; the
+# sender must have its error within 10 s).  TCP runs over lo here and stays
 # up, so the sender's exit after its error closes it and the receiver hears
 # of the end that way.  With STALL the sender is also stopped (SIGSTOP) when
 # the link goes: its TCP connection stays open and silent, as across a real
@@ -142,6 +143,8 @@ link_case() {
 	diag "$label: client (sender) ended after ${tc:-(not timed)} ms, server (receiver) after ${ts:-never: killed at 40 s} ms"
 	check "$label: the sender got $(field $label client tx_end)${tc:+ after $tc ms}" \
 		test $rc_c = 3 -a "$(field $label client tx_end)" != ok
+	[ -n "$stall" ] || check "$label: the sender's error within 10 s (${tc:-never} ms)" \
+		test -n "$tc" -a "${tc:-99999}" -lt 10000
 	check "$label: the receiver got a prefix ($(field $label server received) bytes), then $(field $label server rx_end) after ${ts:-40000+} ms" \
 		test $rc_s = 3 -a "$(field $label server received)" -gt 0 -a "$(field $label server rx_end)" != ok
 	check "$label: both ends were upgraded" upgraded $label

@@ -7,8 +7,9 @@
 # (tests/passthrough/hostile.py; the host-side half is
 # tests/passthrough/hostile.test).  The client must never crash or hang:
 # it stays on TCP and its application gets exactly the bytes that are not
-# an answer for it, or, after the bogus ACK, it fails with an error (see
-# ack-bogus-qp below: that one needs the application's SO_SNDTIMEO).
+# an answer for it, or, after the bogus ACK, it fails with ECONNRESET within
+# RSOCKX_QP_TIMEOUT_MS (see ack-bogus-qp below), without any timeout of the
+# application's own.
 # vm-exclusive: no
 # vm-timeout: 300
 . "$abs_top_srcdir/tests/lib.sh"
@@ -39,14 +40,16 @@ for name in $("$PYTHON" "$py" scenarios rsx-server); do
 		not_ok "$name: hostile server listens"
 		continue
 	fi
-	timeo=0 delay=0
-	[ "$name" = ack-bogus-qp ] && timeo=3 delay=1
-	HOSTILE_TIMEO=$timeo HOSTILE_DELAY=$delay timeout 60 env LD_PRELOAD="$RSOCKX_PRELOAD" \
+	delay=0
+	[ "$name" = ack-bogus-qp ] && delay=1
+	t0=$(date +%s%N)
+	HOSTILE_DELAY=$delay timeout 60 env LD_PRELOAD="$RSOCKX_PRELOAD" \
 		RSOCKX_LOG=info \
 		RSOCKX_CONF="$tmpdir/rdma.conf" RSOCKX_STATS_FILE="$d/stats" \
 		"$PYTHON" "$py" victim-client "$(cat "$d/port")" "$d/recv" \
 		$HOST_B $HOST_A >"$d/victim.out" 2>&1
 	vrc=$?
+	ms=$((($(date +%s%N) - t0) / 1000000))
 	reap $hpid 60
 	hrc=$?
 	sed "s/^/  $name victim: /" "$d/victim.out" >&2
@@ -58,24 +61,30 @@ for name in $("$PYTHON" "$py" scenarios rsx-server); do
 		# The client waits 1 s before its first send, which then finds
 		# the ACK.  Should the ACK still come late, the client is
 		# half-closed by then and stays TCP (fallback_qp: every byte
-		# arrives).  Otherwise its QP reaches RTS, and nothing
-		# ever answers it.  rxe then retries without end (retry_cnt 7)
-		# and only the TCP connection could say the peer is gone,
-		# which this server keeps open: the client waits until its
-		# SO_SNDTIMEO (3 s) and gets EAGAIN.  Either way: no crash,
-		# no hang beyond the application's own timeout.
+		# arrives).  Otherwise its QP reaches RTS and nothing ever
+		# answers it: after RSOCKX_QP_TIMEOUT_MS (500 ms: retry_cnt 6,
+		# never 7, which rxe reads as "for ever") the QP fails and the
+		# application, which has no timeout of its own, gets
+		# ECONNRESET.  This server keeps its TCP connection open and
+		# silent, so nothing else could end the wait.  Bound: the 1 s
+		# delay, the 0.5 s, and slack for a loaded, emulated guest.
 		if [ "$(stat_of "$d/stats" fallback_qp)" = 1 ]; then
 			check "$name: QP refused, stayed TCP, exit 0 ($vrc)" \
 				test "$vrc" = 0
 			same "$name: server got the client's bytes over TCP" \
 				"$d/payload" "$d/got"
 		else
-			check "$name: upgraded to nowhere, send timed out ($vrc)" \
+			check "$name: upgraded to nowhere, failed ($vrc)" \
 				test "$vrc" = 1 -a \
 				"$(stat_of "$d/stats" upgraded)" = 1
-			check "$name: the application saw EAGAIN" \
-				grep -q "Resource temporarily unavailable" \
-				"$d/victim.out"
+			check "$name: the application saw ECONNRESET" \
+				grep -q "Connection reset by peer" "$d/victim.out"
+			check "$name: within 10 s, no timeout of its own (${ms} ms)" \
+				test "$ms" -lt 10000
+			check "$name: the broken connection was counted" \
+				test "$(stat_of "$d/stats" conn_errors)" -ge 1
+			check "$name: no byte to the application" \
+				test ! -s "$d/recv"
 		fi
 		check "$name: client took the ACK" \
 			test "$(stat_of "$d/stats" ack_received)" = 1

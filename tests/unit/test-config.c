@@ -2,6 +2,7 @@
 /* Rules parser and matcher: good rules, every kind of bad input, matching. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,6 +232,18 @@ static void test_load(void)
 	unlink(path);
 }
 
+/* RSOCKX_QP_TIMEOUT_MS -> the QP's local ACK timeout exponent */
+static void test_qp_timeout(void)
+{
+	is_int(rsx_qp_timeout_exp(500), 14, "500 ms: 7 tries of 67 ms");
+	is_int(rsx_qp_timeout_exp(1000), 15, "1 s: 7 tries of 134 ms");
+	is_int(rsx_qp_timeout_exp(1), 5, "1 ms: the smallest useful");
+	is_int(rsx_qp_timeout_exp(0), 5, "0 ms: as 1 ms, never 0 (no timeout)");
+	is_int(rsx_qp_timeout_exp(3600000), 27, "1 h: 7 tries of ~9 min");
+	is_int(rsx_qp_timeout_exp(INT_MAX), 31, "capped at 31");
+	ok(RSX_QP_RETRY_CNT < 7, "retry_cnt %d is finite", RSX_QP_RETRY_CNT);
+}
+
 int main(void)
 {
 	test_good();
@@ -238,5 +251,6 @@ int main(void)
 	test_limits();
 	test_match();
 	test_load();
+	test_qp_timeout();
 	return done_testing();
 }

@@ -14,6 +14,9 @@
  *       on all of them at once: every EVERY-th connection sends BULK bytes,
  *       the others ROUNDS ping-pongs of 1..MAX bytes; every byte echoed is
  *       checked.  Then close them all.
+ *       -S SECS (a benchmark of how many it can hold, tools/many-conns.sh):
+ *       stop opening after SECS seconds or at the first connection that
+ *       fails, hold the ones open, print progress every 500.
  *   rsx-load soak -c ADDR -p PORT [-b BIND] [-t SECONDS] [-C CONC] [-w WARM]
  *                 [-d DIR] ...
  *       WARM connections first, then for SECONDS keep CONC connections
@@ -240,6 +243,7 @@ struct conn {
 static struct {
 	const char *host, *bind, *dir;
 	int port, n, rounds, maxmsg, every, conc, warm, secs, timeout;
+	int setup_secs;		/* -S: setup budget, soft failures */
 	uint64_t bulk;
 } opt = {
 	.n = 100, .rounds = 20, .maxmsg = 2000, .every = 4, .bulk = 262144,
@@ -276,6 +280,7 @@ static void pause_at(const char *name)
 	}
 }
 
+/* A connection to the server; with -S, -1 and a message on failure. */
 static int dial(void)
 {
 	struct sockaddr_in sa, ba;
@@ -283,17 +288,24 @@ static int dial(void)
 
 	fd = socket(AF_INET, SOCK_STREAM, 0);
 	if (fd < 0)
-		die("socket");
+		goto fail;
 	if (opt.bind) {
 		addr_of(&ba, opt.bind, 0);
 		if (bind(fd, (struct sockaddr *)&ba, sizeof(ba)) < 0)
-			die("bind");
+			goto fail;
 	}
 	addr_of(&sa, opt.host, opt.port);
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		die("connect");
+		goto fail;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	return fd;
+fail:
+	if (!opt.setup_secs)
+		die(fd < 0 ? "socket" : "connect");
+	printf("setup: connection failed: %s\n", strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return -1;
 }
 
 static void plan(struct conn *c, int fd, uint64_t seed, int bulk,
@@ -466,15 +478,26 @@ static int hold(void)
 	for (i = 0; i < opt.n; i++) {
 		double s = now();
 
+		if (opt.setup_secs && s - t0 > opt.setup_secs) {
+			printf("setup: stopped at the time budget of %d s\n",
+			       opt.setup_secs);
+			break;
+		}
 		fd = dial();
+		if (fd < 0)
+			break;
 		plan(&cs[i], fd, 1000003ULL * (i + 1), i % opt.every == opt.every - 1,
 		     opt.bulk, opt.rounds);
 		/* one byte there and back: the negotiation is over */
 		b = pat(cs[i].seed, 0);
-		if (write(fd, &b, 1) != 1)
-			die("write first byte");
-		if (read(fd, &b, 1) != 1)
-			die("read first byte");
+		if (write(fd, &b, 1) != 1 || read(fd, &b, 1) != 1) {
+			if (!opt.setup_secs)
+				die("first byte");
+			printf("setup: first byte on connection %d: %s\n", i + 1,
+			       strerror(errno));
+			close(fd);
+			break;
+		}
 		if (b != pat(cs[i].seed, 0))
 			bad++;
 		cs[i].tx = cs[i].rx = 1;
@@ -487,7 +510,17 @@ static int hold(void)
 		nonblock(fd);
 		if (i == 0)
 			pause_at("one");
+		if (opt.setup_secs && (i + 1) % 500 == 0) {
+			printf("progress: %d connections in %.1f s\n", i + 1,
+			       now() - t0);
+			fflush(stdout);
+		}
 	}
+	if (i == 0) {
+		printf("setup: no connection\n");
+		return 2;
+	}
+	opt.n = i;
 	t1 = now();
 	qsort(dt, opt.n, sizeof(*dt), cmp_d);
 	printf("setup: %d connections in %.2f s; per connection (connect + first byte echoed) ms: mean %.2f min %.2f median %.2f p90 %.2f max %.2f\n",
@@ -560,7 +593,8 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: rsx-load server -l ADDR -p PORT [-r READY]\n"
 		"       rsx-load hold|soak -c ADDR -p PORT [-b BIND] [-n N] [-P ROUNDS] [-M MAX]\n"
-		"                [-B BULK] [-e EVERY] [-t SECS] [-C CONC] [-w WARM] [-d DIR] [-T TIMEOUT]\n");
+		"                [-B BULK] [-e EVERY] [-t SECS] [-C CONC] [-w WARM] [-d DIR] [-T TIMEOUT]\n"
+		"                [-S SETUP_SECS]\n");
 	exit(2);
 }
 
@@ -573,7 +607,7 @@ int main(int argc, char **argv)
 		usage();
 	mode = argv[1];
 	optind = 2;
-	while ((o = getopt(argc, argv, "l:c:p:b:r:n:P:M:B:e:t:C:w:d:T:")) != -1) {
+	while ((o = getopt(argc, argv, "l:c:p:b:r:n:P:M:B:e:t:C:w:d:T:S:")) != -1) {
 		switch (o) {
 		case 'l': case 'c': opt.host = optarg; break;
 		case 'p': opt.port = atoi(optarg); break;
@@ -589,6 +623,7 @@ int main(int argc, char **argv)
 		case 'w': opt.warm = atoi(optarg); break;
 		case 'd': opt.dir = optarg; break;
 		case 'T': opt.timeout = atoi(optarg); break;
+		case 'S': opt.setup_secs = atoi(optarg); break;
 		default: usage();
 		}
 	}

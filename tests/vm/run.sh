@@ -17,8 +17,9 @@
 # cannot be prepared on this machine (see prepare.sh).
 # --shell: interactive shell in the guest on this terminal (after SCRIPT, if
 # given); exit the shell or press Ctrl-A X to stop the VM.  No timeout.
-# Environment: RSOCKX_* and PYTHON, abs_top_srcdir, abs_top_builddir are
-# passed to the guest; RSOCKX_VM_SMP (2), RSOCKX_VM_MEM (2G) size the VM.
+# Environment: RSOCKX_* and PYTHON, abs_top_srcdir, abs_top_builddir,
+# ASAN_OPTIONS and UBSAN_OPTIONS are passed to the guest; RSOCKX_VM_SMP (2),
+# RSOCKX_VM_MEM (2G) size the VM.
 set -euo pipefail
 
 usage() { sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 2; }
@@ -127,7 +128,7 @@ tar -cf "$rundir/etc.tar" -C "$rundir/etc" . && rm -rf "$rundir/etc"
 {
 	for v in $(compgen -e); do
 		case $v in
-		RSOCKX_*|abs_top_srcdir|abs_top_builddir|PYTHON|TERM) printf 'export %s=%q\n' "$v" "${!v}" ;;
+		RSOCKX_*|abs_top_srcdir|abs_top_builddir|PYTHON|TERM|ASAN_OPTIONS|UBSAN_OPTIONS) printf 'export %s=%q\n' "$v" "${!v}" ;;
 		esac
 	done
 	printf 'VM_MODE=%s\n' "$([ $shell = 1 ] && echo shell || echo run)"
