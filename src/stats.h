@@ -50,7 +50,13 @@
 	X(ready_events)		/* watcher wakeups for those */		\
 	X(fallback_probe)	/* stayed TCP: probe said no or not yet */ \
 	X(probes_sent) X(probe_yes) X(probe_no)				\
-	X(probes_answered)	/* responder: probes rejected as rsockx */
+	X(probes_answered)	/* responder: probes rejected as rsockx */ \
+	X(pool_chunks)		/* memory pool chunks mapped (mempool.h) */ \
+	X(pool_chunks_freed)	/* ... of them released again */	\
+	X(pool_bytes)		/* bytes in pool chunks now (a level) */ \
+	X(pool_blocks)		/* rings and staging buffers carved */	\
+	X(ring_grants)		/* REMOTE_WRITE MRs, one per ring */	\
+	X(ring_revoked)		/* ... deregistered at close */
 
 enum rsx_stat {
 #define RSX_STAT_ENUM(name) RSX_STAT_##name,
