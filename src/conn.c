@@ -23,11 +23,21 @@
 #include "log.h"
 #include "stats.h"
 
-#define RSX_SQ_DEPTH		256
-#define RSX_RQ_DEPTH		512
-#define RSX_RQ_RESERVE		64	/* receives kept for control messages */
+/*
+ * Queue depths.  rxe keeps every queue in memory mapped into the process,
+ * so depth is most of an idle connection's cost.  The data path needs
+ * little: a write moves at most a quarter of the ring (RSX_CHUNK_MAX) per
+ * message, so a bulk stream has four DATA messages in flight, and a
+ * stream of small writes is held by the SQ long before 96 receives run
+ * out.  128 is the smallest rq_depth the wire allows (RSX_WIRE_RQ_MIN);
+ * a quarter of it stays reserved for control messages.  The CQ takes
+ * every request of both queues, signalled or not, so it cannot overflow.
+ */
+#define RSX_SQ_DEPTH		64
+#define RSX_RQ_DEPTH		128
+#define RSX_RQ_RESERVE		32	/* receives kept for control messages */
 #define RSX_CREDIT_MSGS		32	/* return message credits this often */
-#define RSX_SIGNAL_EVERY	32
+#define RSX_SIGNAL_EVERY	16
 #define RSX_CHUNK_MAX		(256u * 1024)
 #define RSX_POLL_BATCH		32
 
