@@ -207,6 +207,13 @@ static struct rsx_mp_chunk *rsx_mp_find(struct rsx_mempool *mp, size_t bsize,
 		}
 	}
 	ch = rsx_mp_new_chunk(mp, want, err);
+	/*
+	 * Under a tight RLIMIT_MEMLOCK a whole chunk may not be pinned where
+	 * one block still may: a chunk of exactly one block then, rather than
+	 * a connection left on TCP.
+	 */
+	if (!ch && want > bsize)
+		ch = rsx_mp_new_chunk(mp, bsize, err);
 	if (!ch)
 		return NULL;
 	rsx_mp_carve(ch, bsize);

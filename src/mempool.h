@@ -24,7 +24,8 @@
  * pool keeps no other empty chunk (so that a connection opened and closed
  * again and again does not register and deregister 4 MiB each time), and
  * unmapped otherwise; an empty chunk is re-carved for whatever block size
- * is asked next.
+ * is asked next.  Where a whole chunk cannot be registered (a tight
+ * RLIMIT_MEMLOCK), a chunk of exactly the block is tried before failing.
  *
  * Allocation happens at connection setup and teardown, never on the data
  * path, so one mutex per pool is enough.

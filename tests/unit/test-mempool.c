@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -18,6 +19,7 @@
 #include "tap.h"
 
 static int n_map, n_unmap, n_reg, n_dereg, n_discard, fail_reg;
+static size_t reg_limit = SIZE_MAX;	/* a fake RLIMIT_MEMLOCK */
 static size_t last_map_len;
 static uint32_t next_key = 100;
 
@@ -52,6 +54,10 @@ static struct ibv_mr *f_reg(struct ibv_pd *pd, void *addr, size_t len,
 
 	if (fail_reg || access != IBV_ACCESS_LOCAL_WRITE) {
 		errno = EPERM;
+		return NULL;
+	}
+	if (len > reg_limit) {
+		errno = ENOMEM;
 		return NULL;
 	}
 	mr = calloc(1, sizeof(*mr));
@@ -200,6 +206,21 @@ int main(void)
 	fail_reg = 0;
 	rsx_mempool_free(&mp, &b[0]);
 	is_int(rsx_mempool_alloc(&mp, 0, &b[0]), -EINVAL, "0 bytes: -EINVAL");
+
+	/* --- a memlock limit below a chunk: chunks of one block --- */
+	reg_limit = 1u << 20;
+	i = n_reg;
+	ok(!rsx_mempool_alloc(&mp, RING, &b[0]), "4 MiB cannot be pinned: a"
+	   " ring-sized block all the same");
+	is_int(last_map_len, b[0].len, "... in a chunk of its own size");
+	is_int(n_reg, i + 1, "... registered once");
+	ok(!rsx_mempool_alloc(&mp, RING, &b[1]) && b[1].mr != b[0].mr,
+	   "the next block gets its own small chunk too");
+	is_int(rsx_mempool_alloc(&mp, 2u << 20, &b[2]), -ENOMEM,
+	   "a block beyond the limit: -ENOMEM");
+	rsx_mempool_free(&mp, &b[0]);
+	rsx_mempool_free(&mp, &b[1]);
+	reg_limit = SIZE_MAX;
 
 	/* --- an unregistered pool (rings): freed blocks read as zeros --- */
 	rsx_mempool_init(&rp, NULL, "ring", &fake);
