@@ -74,6 +74,7 @@ static void rsx_mp_fork_child(void)
 		pthread_mutex_init(&mp->lock, NULL);
 		mp->chunks = NULL;
 		mp->nempty = 0;
+		mp->bytes = 0;
 	}
 }
 
@@ -93,6 +94,7 @@ void rsx_mempool_init(struct rsx_mempool *mp, struct ibv_pd *pd,
 	mp->name = name;
 	mp->ops = ops ? ops : &rsx_mp_default_ops;
 	mp->pagesize = sysconf(_SC_PAGESIZE);
+	mp->keep = RSX_MP_KEEP;
 	pthread_once(&rsx_mp_once, rsx_mp_atfork);
 	pthread_mutex_lock(&rsx_mp_reg_lock);
 	for (i = 0; i < RSX_MP_MAXPOOLS; i++) {
@@ -104,10 +106,20 @@ void rsx_mempool_init(struct rsx_mempool *mp, struct ibv_pd *pd,
 	pthread_mutex_unlock(&rsx_mp_reg_lock);
 }
 
-/* A chunk for blocks of bsize bytes: RSX_MP_CHUNK, or exactly one block. */
-static size_t rsx_mp_chunk_len(size_t bsize)
+/*
+ * A chunk for blocks of bsize bytes: as large as the pool already is, in
+ * whole blocks, at least one block and at most RSX_MP_CHUNK (or one larger
+ * block).  The first connection of a process so registers no more than it
+ * did with a buffer of its own (a 4 MiB registration would delay its
+ * cut-over noticeably on Soft-RoCE), and a busy pool soon registers 4 MiB
+ * at a time.
+ */
+static size_t rsx_mp_chunk_len(const struct rsx_mempool *mp, size_t bsize)
 {
-	return bsize > RSX_MP_CHUNK ? bsize : RSX_MP_CHUNK;
+	size_t len = mp->bytes < RSX_MP_CHUNK ? mp->bytes : RSX_MP_CHUNK;
+
+	len = len / bsize * bsize;
+	return len ? len : bsize;
 }
 
 static void rsx_mp_carve(struct rsx_mp_chunk *ch, size_t bsize)
@@ -130,6 +142,7 @@ static void rsx_mp_release(struct rsx_mempool *mp, struct rsx_mp_chunk *ch)
 	if (ch->mr)
 		mp->ops->dereg(ch->mr);
 	mp->ops->unmap(ch->base, ch->len);
+	mp->bytes -= ch->len;
 	rsx_stat_inc(RSX_STAT_pool_chunks_freed);
 	rsx_stat_add(RSX_STAT_pool_bytes, -(uint64_t)ch->len);
 	rsx_dbg("%s pool: chunk of %zu bytes released", mp->name, ch->len);
@@ -161,6 +174,7 @@ static struct rsx_mp_chunk *rsx_mp_new_chunk(struct rsx_mempool *mp,
 			goto err_unmap;
 		}
 	}
+	mp->bytes += len;
 	rsx_stat_inc(RSX_STAT_pool_chunks);
 	rsx_stat_add(RSX_STAT_pool_bytes, len);
 	rsx_dbg("%s pool: new chunk of %zu bytes", mp->name, len);
@@ -175,20 +189,20 @@ err_free:
 
 /*
  * A chunk to take a block of bsize from: one carved for that size with a
- * free block; else an empty one of the right length, re-carved; else a
- * new one.  An empty chunk of another length is released on the way, as
- * it would only be kept for nothing.
+ * free block; else a kept empty one that holds a block, re-carved; else a
+ * new one.
  */
 static struct rsx_mp_chunk *rsx_mp_find(struct rsx_mempool *mp, size_t bsize,
 					int *err)
 {
-	size_t want = rsx_mp_chunk_len(bsize);
-	struct rsx_mp_chunk *ch, *empty = NULL, **pp;
+	struct rsx_mp_chunk *ch, *empty = NULL;
+	size_t want;
 
 	for (ch = mp->chunks; ch; ch = ch->next) {
 		if (ch->bsize == bsize && ch->nused && ch->nused < ch->nblocks)
 			return ch;
-		if (!ch->nused && ch->len == want && !empty)
+		if (!ch->nused && ch->len >= bsize &&
+		    (!empty || ch->len > empty->len))
 			empty = ch;
 	}
 	if (empty) {
@@ -196,16 +210,7 @@ static struct rsx_mp_chunk *rsx_mp_find(struct rsx_mempool *mp, size_t bsize,
 		rsx_mp_carve(empty, bsize);
 		return empty;
 	}
-	/* no use for empty chunks of other lengths */
-	for (pp = &mp->chunks; (ch = *pp);) {
-		if (!ch->nused) {
-			*pp = ch->next;
-			mp->nempty--;
-			rsx_mp_release(mp, ch);
-		} else {
-			pp = &ch->next;
-		}
-	}
+	want = rsx_mp_chunk_len(mp, bsize);
 	ch = rsx_mp_new_chunk(mp, want, err);
 	/*
 	 * Under a tight RLIMIT_MEMLOCK a whole chunk may not be pinned where
@@ -267,7 +272,7 @@ void rsx_mempool_free(struct rsx_mempool *mp, struct rsx_mp_block *b)
 	pthread_mutex_lock(&mp->lock);
 	ch->used[i / 64] &= ~(1ull << (i % 64));
 	if (!--ch->nused) {
-		if (mp->nempty < RSX_MP_KEEP) {
+		if (mp->nempty < mp->keep) {
 			mp->nempty++;
 		} else {
 			for (pp = &mp->chunks; *pp != ch; pp = &(*pp)->next)
@@ -292,6 +297,7 @@ void rsx_mempool_destroy(struct rsx_mempool *mp)
 		rsx_mp_release(mp, ch);
 	}
 	mp->nempty = 0;
+	mp->bytes = 0;
 	pthread_mutex_unlock(&mp->lock);
 	pthread_mutex_lock(&rsx_mp_reg_lock);
 	for (i = 0; i < RSX_MP_MAXPOOLS; i++)

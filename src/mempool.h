@@ -13,19 +13,24 @@
  *
  * Registering memory is the slow part of a connection's setup (a system
  * call that pins every page) and each registration costs the device a
- * table entry.  A pool maps chunks of RSX_MP_CHUNK bytes (or one block's
- * size, for a block larger than that), registers each ONCE when the pool
- * has a protection domain, and hands out page-aligned blocks from them.
+ * table entry.  A pool maps chunks, registers each ONCE when the pool has
+ * a protection domain, and hands out page-aligned blocks from them.  A
+ * new chunk is as large as the pool already is (one block for the first,
+ * then doubling), at most RSX_MP_CHUNK bytes or one larger block: the
+ * first connection pays no more than with a buffer of its own, many
+ * connections share a few registrations.
  *
  * A chunk serves one block size at a time (a slab): the block size is the
  * request rounded up to whole pages, so a ring and its control area fit in
  * one block without the waste of power-of-two classes.  A bitmap says
- * which blocks are in use.  A chunk that becomes fully free is kept if the
- * pool keeps no other empty chunk (so that a connection opened and closed
- * again and again does not register and deregister 4 MiB each time), and
- * unmapped otherwise; an empty chunk is re-carved for whatever block size
- * is asked next.  Where a whole chunk cannot be registered (a tight
- * RLIMIT_MEMLOCK), a chunk of exactly the block is tried before failing.
+ * which blocks are in use.  A chunk that becomes fully free is unmapped
+ * (and deregistered) at once, unless the pool keeps empty chunks (keep;
+ * RSX_MP_KEEP by default, 0): an idle process then pins nothing, and
+ * pinned memory returns exactly to where it was once connections close
+ * (tests/rdma/load.sh checks that).  A kept empty chunk would be re-carved
+ * for whatever block size is asked next.  Where a whole chunk cannot be
+ * registered (a tight RLIMIT_MEMLOCK), a chunk of exactly the block is
+ * tried before failing.
  *
  * Allocation happens at connection setup and teardown, never on the data
  * path, so one mutex per pool is enough.
@@ -41,7 +46,7 @@
  */
 #define RSX_MP_CHUNK		(4u << 20)
 #define RSX_MP_MAXBLOCKS	1024	/* RSX_MP_CHUNK / smallest page */
-#define RSX_MP_KEEP		1	/* empty chunks kept per pool */
+#define RSX_MP_KEEP		0	/* empty chunks kept per pool */
 
 /* How a pool gets memory; the unit tests replace it. */
 struct rsx_mp_ops {
@@ -71,6 +76,8 @@ struct rsx_mempool {
 	const char *name;	/* for the log */
 	struct rsx_mp_chunk *chunks;
 	uint32_t nempty;	/* chunks with no block in use */
+	uint32_t keep;		/* ... kept rather than released */
+	size_t bytes;		/* in all chunks */
 	size_t pagesize;
 };
 

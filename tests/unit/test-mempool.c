@@ -137,89 +137,99 @@ int main(void)
 	ok((uintptr_t)b[0].addr % pg == 0, "page-aligned");
 	ok(b[0].mr && b[0].mr->lkey >= 100, "carries the chunk's MR");
 	is_int(n_reg, 1, "one registration for the chunk");
-	is_int(last_map_len, RSX_MP_CHUNK, "chunks are %u bytes", RSX_MP_CHUNK);
-	per = RSX_MP_CHUNK / b[0].len;
-	for (i = 1; i < per; i++)
+	is_int(last_map_len, b[0].len, "the first chunk is one block: the"
+	       " first connection registers no more than before");
+	for (i = 1; i < NB; i++)
 		if (rsx_mempool_alloc(&mp, RING, &b[i]))
 			break;
-	is_int(i, per, "%d blocks from one chunk", per);
-	is_int(n_reg, 1, "... still one registration (never per buffer)");
+	is_int(i, NB, "%d blocks", NB);
+	/* chunks of 1, 1, 2, 4, 8, 15 (4 MiB at most), 15 blocks */
+	per = RSX_MP_CHUNK / b[0].len;
+	is_int(per, 15, "a 4 MiB chunk holds 15 rings of 256 KiB");
+	is_int(n_reg, 7, "7 registrations for %d blocks (never per buffer)",
+	       NB);
+	is_int(last_map_len, per * b[0].len, "chunks grow to 4 MiB in whole"
+	       " blocks");
 	good = 1;
-	for (i = 0; i < per; i++) {
-		if (b[i].mr != b[0].mr ||
-		    b[i].addr + b[i].len > b[0].chunk->base + RSX_MP_CHUNK)
+	for (i = 0; i < NB; i++) {
+		if (b[i].mr != b[i].chunk->mr || b[i].addr < b[i].chunk->base ||
+		    b[i].addr + b[i].len > b[i].chunk->base + b[i].chunk->len)
 			good = 0;
 		for (j = 0; j < i; j++)
 			if (overlap(&b[i], &b[j]))
 				good = 0;
 	}
-	ok(good, "the blocks lie in the chunk, one lkey, none overlapping");
-	ok(!rsx_mempool_alloc(&mp, RING, &b[per]), "one more block");
-	is_int(n_reg, 2, "... takes a second chunk");
-	ok(b[per].mr != b[0].mr, "... with its own MR");
-	is_int(rsx_stat_get(RSX_STAT_pool_chunks), 2, "pool_chunks counts them");
-	is_int(rsx_stat_get(RSX_STAT_pool_bytes), 2ull * RSX_MP_CHUNK,
+	ok(good, "each block lies in its chunk, with its lkey, none"
+	   " overlapping");
+	is_int(rsx_stat_get(RSX_STAT_pool_chunks), 7, "pool_chunks counts them");
+	is_int(rsx_stat_get(RSX_STAT_pool_bytes), 46ull * b[0].len,
 	       "pool_bytes is the level");
 
-	/* --- release policy: one empty chunk kept --- */
-	rsx_mempool_free(&mp, &b[per]);
-	ok(!b[per].addr && !b[per].chunk, "a freed block descriptor is cleared");
-	is_int(n_dereg, 0, "the emptied chunk is kept (the first empty one)");
-	x = b[per - 1];
-	rsx_mempool_free(&mp, &b[per - 1]);
-	ok(!rsx_mempool_alloc(&mp, RING, &b[per - 1]), "alloc after a free");
-	ok(b[per - 1].addr == x.addr, "... reuses the freed block of the"
-	   " partly used chunk, not the empty one");
-	for (i = 0; i < per; i++)
+	/* --- release policy: empty chunks go at once --- */
+	x = b[NB - 1];
+	rsx_mempool_free(&mp, &b[NB - 1]);
+	ok(!b[NB - 1].addr && !b[NB - 1].chunk,
+	   "a freed block descriptor is cleared");
+	ok(!rsx_mempool_alloc(&mp, RING, &b[NB - 1]) &&
+	   b[NB - 1].addr == x.addr, "the freed block is taken again");
+	for (i = 0; i < NB; i++)
 		rsx_mempool_free(&mp, &b[i]);
-	is_int(n_dereg, 1, "a second empty chunk is released");
-	is_int(n_unmap, 1, "... and unmapped");
-	is_int(rsx_stat_get(RSX_STAT_pool_chunks_freed), 1,
+	is_int(n_dereg, 7, "every emptied chunk deregistered");
+	is_int(n_unmap, 7, "... and unmapped");
+	is_int(rsx_stat_get(RSX_STAT_pool_chunks_freed), 7,
 	       "pool_chunks_freed");
-	is_int(rsx_stat_get(RSX_STAT_pool_bytes), RSX_MP_CHUNK,
-	       "pool_bytes back to one chunk");
+	is_int(rsx_stat_get(RSX_STAT_pool_bytes), 0,
+	       "pool_bytes back to 0: an idle process pins nothing");
 	is_int(n_discard, 0, "registered memory is never discarded");
 
-	/* --- the empty chunk serves another size --- */
+	/* --- a pool that keeps an empty chunk re-carves it --- */
+	mp.keep = 1;
+	ok(!rsx_mempool_alloc(&mp, RING, &b[0]), "keep 1: a block");
+	rsx_mempool_free(&mp, &b[0]);
+	is_int(n_dereg, 7, "its emptied chunk is kept");
+	i = n_reg;
 	ok(!rsx_mempool_alloc(&mp, 16384 + 64, &b[0]), "a small block");
 	is_int(b[0].len, (16384 + 64 + pg - 1) / pg * pg, "its size");
-	is_int(n_reg, 2, "carved from the kept chunk, no registration");
 	ok(!rsx_mempool_alloc(&mp, 16384 + 64, &b[1]) && !overlap(&b[0], &b[1]),
 	   "a second one beside it");
+	is_int(n_reg, i, "both carved from the kept chunk, no registration");
 	rsx_mempool_free(&mp, &b[0]);
 	rsx_mempool_free(&mp, &b[1]);
+	mp.keep = 0;
+	ok(!rsx_mempool_alloc(&mp, RING, &b[0]), "keep 0 again: the kept"
+	   " chunk serves a ring");
+	rsx_mempool_free(&mp, &b[0]);
+	is_int(n_map, n_unmap, "... and goes when it empties");
 
 	/* --- larger than a chunk: exactly one block --- */
 	ok(!rsx_mempool_alloc(&mp, 6u << 20, &b[0]), "a 6 MiB block");
 	is_int(last_map_len, 6u << 20, "its chunk is its own size, no more"
 	       " pinned");
-	is_int(n_dereg, 2, "the empty chunk of the wrong length went first");
 	rsx_mempool_free(&mp, &b[0]);
+	rsx_mempool_free(&mp, &b[0]);	/* a cleared descriptor: nothing */
+	is_int(n_map, n_unmap, "nothing left mapped");
 
 	/* --- failures --- */
 	fail_reg = 1;
-	ok(!rsx_mempool_alloc(&mp, 6u << 20, &b[0]),
-	   "the kept chunk needs no registration");
 	is_int(rsx_mempool_alloc(&mp, RING, &b[1]), -EPERM,
 	       "a failed registration: -errno");
-	is_int(n_map, n_unmap + 1, "... and its chunk is unmapped again");
+	is_int(n_map, n_unmap, "... and its chunk is unmapped again");
 	fail_reg = 0;
-	rsx_mempool_free(&mp, &b[0]);
 	is_int(rsx_mempool_alloc(&mp, 0, &b[0]), -EINVAL, "0 bytes: -EINVAL");
 
-	/* --- a memlock limit below a chunk: chunks of one block --- */
+	/* --- a memlock limit below a grown chunk: chunks of one block --- */
+	for (i = 0; i < 16; i++)
+		rsx_mempool_alloc(&mp, RING, &b[i]);
 	reg_limit = 1u << 20;
-	i = n_reg;
-	ok(!rsx_mempool_alloc(&mp, RING, &b[0]), "4 MiB cannot be pinned: a"
+	j = n_reg;
+	ok(!rsx_mempool_alloc(&mp, RING, &b[16]), "4 MiB cannot be pinned: a"
 	   " ring-sized block all the same");
-	is_int(last_map_len, b[0].len, "... in a chunk of its own size");
-	is_int(n_reg, i + 1, "... registered once");
-	ok(!rsx_mempool_alloc(&mp, RING, &b[1]) && b[1].mr != b[0].mr,
-	   "the next block gets its own small chunk too");
-	is_int(rsx_mempool_alloc(&mp, 2u << 20, &b[2]), -ENOMEM,
-	   "a block beyond the limit: -ENOMEM");
-	rsx_mempool_free(&mp, &b[0]);
-	rsx_mempool_free(&mp, &b[1]);
+	is_int(last_map_len, b[16].len, "... in a chunk of its own size");
+	is_int(n_reg, j + 1, "... registered once");
+	is_int(rsx_mempool_alloc(&mp, 2u << 20, &b[17]), -ENOMEM,
+	       "a block beyond the limit: -ENOMEM");
+	for (i = 0; i < 17; i++)
+		rsx_mempool_free(&mp, &b[i]);
 	reg_limit = SIZE_MAX;
 
 	/* --- an unregistered pool (rings): freed blocks read as zeros --- */
