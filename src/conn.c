@@ -135,8 +135,8 @@ int rsx_conn_create(struct rsx_dev *dev, uint32_t ring_size,
 	 * The peer's grant: an MR of its own over exactly the ring and the
 	 * control area, so that its rkey reaches nothing else of the pool and
 	 * dies with this connection.  (A type 2 memory window would do the
-	 * same, but rxe binds one only from a QP in RTS, after the peer may
-	 * already write: doc/ARCHITECTURE.md.)
+	 * same, but rxe binds one only from a QP in RTS, after the HELLO and
+	 * ACK have crossed: doc/ARCHITECTURE.md, departure 7.)
 	 */
 	c->ring_mr = rsx_ibv.reg_mr(dev->pd, c->rxmem,
 				    ring_size + RSX_CTRL_SIZE,
