@@ -23,11 +23,21 @@
 #include "log.h"
 #include "stats.h"
 
-#define RSX_SQ_DEPTH		256
-#define RSX_RQ_DEPTH		512
-#define RSX_RQ_RESERVE		64	/* receives kept for control messages */
+/*
+ * Queue depths.  rxe keeps every queue in memory mapped into the process,
+ * so depth is most of an idle connection's cost.  The data path needs
+ * little: a write moves at most a quarter of the ring (RSX_CHUNK_MAX) per
+ * message, so a bulk stream has four DATA messages in flight, and a
+ * stream of small writes is held by the SQ long before 96 receives run
+ * out.  128 is the smallest rq_depth the wire allows (RSX_WIRE_RQ_MIN);
+ * a quarter of it stays reserved for control messages.  The CQ takes
+ * every request of both queues, signalled or not, so it cannot overflow.
+ */
+#define RSX_SQ_DEPTH		64
+#define RSX_RQ_DEPTH		128
+#define RSX_RQ_RESERVE		32	/* receives kept for control messages */
 #define RSX_CREDIT_MSGS		32	/* return message credits this often */
-#define RSX_SIGNAL_EVERY	32
+#define RSX_SIGNAL_EVERY	16
 #define RSX_CHUNK_MAX		(256u * 1024)
 #define RSX_POLL_BATCH		32
 
@@ -40,21 +50,6 @@ static uint32_t rsx_rand24(void)
 	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
 		v = (uint32_t)time(NULL) ^ (uint32_t)getpid() * 2654435761u;
 	return v & 0xffffff;
-}
-
-static void *rsx_map(size_t len)
-{
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	return p == MAP_FAILED ? NULL : p;
-}
-
-static size_t rsx_page_round(size_t len)
-{
-	size_t pg = sysconf(_SC_PAGESIZE);
-
-	return (len + pg - 1) & ~(pg - 1);
 }
 
 /*
@@ -128,21 +123,31 @@ int rsx_conn_create(struct rsx_dev *dev, uint32_t ring_size,
 		c->nonce = ((uint64_t)rsx_rand24() << 40) ^ (uint64_t)c;
 
 	rsx_guard_enter();
-	c->rxmem_len = rsx_page_round(ring_size + RSX_CTRL_SIZE);
-	c->rxmem = rsx_map(c->rxmem_len);
-	if (!c->rxmem)
+	ret = rsx_mempool_alloc(dev->ring_pool, ring_size + RSX_CTRL_SIZE,
+				&c->rxblk);
+	if (ret)
 		goto err;
+	c->rxmem = c->rxblk.addr;
+	c->rxmem_len = c->rxblk.len;
 	c->ring = c->rxmem;
 	c->ctrl = (volatile struct rsx_ctrl *)(c->rxmem + ring_size);
+	/*
+	 * The peer's grant: an MR of its own over exactly the ring and the
+	 * control area, so that its rkey reaches nothing else of the pool and
+	 * dies with this connection.  (A type 2 memory window would do the
+	 * same, but rxe binds one only from a QP in RTS, after the HELLO and
+	 * ACK have crossed: doc/ARCHITECTURE.md, departure 7.)
+	 */
 	c->ring_mr = rsx_ibv.reg_mr(dev->pd, c->rxmem,
 				    ring_size + RSX_CTRL_SIZE,
 				    IBV_ACCESS_LOCAL_WRITE |
 				    IBV_ACCESS_REMOTE_WRITE);
 	if (!c->ring_mr) {
-		ret = -errno;
-		rsx_info("reg_mr of the ring failed: %s", strerror(errno));
+		ret = errno ? -errno : -ENOMEM;
+		rsx_info("reg_mr of the ring failed: %s", strerror(-ret));
 		goto err;
 	}
+	rsx_stat_inc(RSX_STAT_ring_grants);
 	c->chan = rsx_ibv.create_comp_channel(dev->ctx);
 	if (!c->chan)
 		goto err_errno;
@@ -219,14 +224,14 @@ void rsx_conn_destroy(struct rsx_conn *c)
 		(void)old;	/* the private sentinel: nothing to drop */
 		rsx_ibv.destroy_comp_channel(c->chan);
 	}
-	if (c->ring_mr)
+	/* the QP is gone: no write is under way when the grant goes */
+	if (c->ring_mr) {
 		rsx_ibv.dereg_mr(c->ring_mr);
-	if (c->stage_mr)
-		rsx_ibv.dereg_mr(c->stage_mr);
-	if (c->rxmem)
-		munmap(c->rxmem, c->rxmem_len);
-	if (c->txmem)
-		munmap(c->txmem, c->txmem_len);
+		rsx_stat_inc(RSX_STAT_ring_revoked);
+	}
+	/* the ring pool zeroes the ring and control area for the next user */
+	rsx_mempool_free(c->dev->ring_pool, &c->rxblk);
+	rsx_mempool_free(c->dev->stage_pool, &c->txblk);
 	rsx_fd_take(c->kick_fd);
 	rsx_libc.close(c->kick_fd);
 	rsx_guard_leave();
@@ -291,21 +296,16 @@ int rsx_conn_connect(struct rsx_conn *c, const struct rsx_hello *peer)
 	}
 	c->peer = *peer;
 	rsx_guard_enter();
-	c->txmem_len = rsx_page_round(peer->ring_size + RSX_CTRL_SIZE);
-	c->txmem = rsx_map(c->txmem_len);
-	if (!c->txmem) {
-		ret = ENOMEM;
+	/* from a chunk registered once: its lkey is the staging buffer's */
+	ret = -rsx_mempool_alloc(c->dev->stage_pool,
+				 peer->ring_size + RSX_CTRL_SIZE, &c->txblk);
+	if (ret)
 		goto err;
-	}
+	c->txmem = c->txblk.addr;
+	c->txmem_len = c->txblk.len;
 	c->stage = c->txmem;
 	c->ctrl_out = (struct rsx_ctrl *)(c->txmem + peer->ring_size);
-	c->stage_mr = rsx_ibv.reg_mr(c->dev->pd, c->txmem,
-				     peer->ring_size + RSX_CTRL_SIZE,
-				     IBV_ACCESS_LOCAL_WRITE);
-	if (!c->stage_mr) {
-		ret = errno;
-		goto err;
-	}
+	c->stage_mr = c->txblk.mr;
 
 	memset(&qa, 0, sizeof(qa));
 	qa.qp_state = IBV_QPS_RTR;

@@ -13,9 +13,11 @@
  * An upgraded connection: one RC queue pair and one ring per direction.
  *
  * Each side owns a receive ring in memory registered for REMOTE_WRITE only
- * (its own MR, deregistered at close), followed by a 64-byte control area
- * that the peer writes cumulative counters into.  The sender keeps a mirror
- * of the peer's ring (the staging buffer, local access only): a byte that
+ * (its own MR over exactly the ring and control area, deregistered at
+ * close; the memory comes from the device's ring pool), followed by a
+ * 64-byte control area that the peer writes cumulative counters into.  The
+ * sender keeps a mirror of the peer's ring (the staging buffer, local
+ * access only, a block of a registered pool chunk): a byte that
  * goes to ring offset o is copied to staging offset o first, so staging space
  * is free exactly when ring space is, and no send completion is needed to
  * reuse it.
@@ -78,8 +80,10 @@ struct rsx_conn {
 	struct ibv_comp_channel *chan;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
-	struct ibv_mr *ring_mr;
-	struct ibv_mr *stage_mr;
+	struct ibv_mr *ring_mr;		/* the peer's grant: this ring only */
+	struct ibv_mr *stage_mr;	/* the staging pool chunk's (shared) */
+	struct rsx_mp_block rxblk;	/* ring + control area, pooled */
+	struct rsx_mp_block txblk;	/* staging + control source, pooled */
 	uint8_t *rxmem;
 	size_t rxmem_len;
 	uint8_t *txmem;

@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -89,6 +90,7 @@ static void rsx_devs_open(void)
 	struct ibv_device_attr da;
 	struct ibv_port_attr pa;
 	struct ibv_context *ctx;
+	struct rsx_mempool *pools;
 	struct ibv_pd *pd;
 	union ibv_gid gid;
 	int n, i, p, g, used;
@@ -105,12 +107,18 @@ static void rsx_devs_open(void)
 		if (!ctx)
 			continue;
 		pd = NULL;
+		pools = NULL;
 		used = 0;
 		if (rsx_ibv.query_device(ctx, &da))
 			goto next;
 		pd = rsx_ibv.alloc_pd(ctx);
 		if (!pd)
 			goto next;
+		pools = calloc(2, sizeof(*pools));
+		if (!pools)
+			goto next;
+		rsx_mempool_init(&pools[0], pd, "staging", NULL);
+		rsx_mempool_init(&pools[1], NULL, "ring", NULL);
 		for (p = 1; p <= da.phys_port_cnt; p++) {
 			if (rsx_query_port(ctx, p, &pa) ||
 			    pa.link_layer != IBV_LINK_LAYER_ETHERNET)
@@ -125,6 +133,8 @@ static void rsx_devs_open(void)
 					.ctx = ctx, .pd = pd, .port = p,
 					.mtu = pa.active_mtu, .gid_index = g,
 					.gid = gid,
+					.stage_pool = &pools[0],
+					.ring_pool = &pools[1],
 				};
 				snprintf(rsx_devs[rsx_ndevs].name,
 					 sizeof(rsx_devs[0].name), "%s", name);
@@ -136,6 +146,11 @@ static void rsx_devs_open(void)
 		}
 next:
 		if (!used) {
+			if (pools) {
+				rsx_mempool_destroy(&pools[0]);
+				rsx_mempool_destroy(&pools[1]);
+				free(pools);
+			}
 			if (pd)
 				rsx_ibv.dealloc_pd(pd);
 			rsx_ibv.close_device(ctx);

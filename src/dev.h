@@ -4,6 +4,7 @@
 
 #include <sys/socket.h>
 
+#include "mempool.h"
 #include "verbs.h"
 
 /*
@@ -19,6 +20,14 @@ struct rsx_dev {
 	int gid_index;
 	union ibv_gid gid;
 	char name[64];
+	/*
+	 * Memory of the device's connections (mempool.h), shared by all the
+	 * entries of one device: staging buffers from registered chunks,
+	 * receive rings from unregistered ones (each ring gets its own
+	 * REMOTE_WRITE registration, see rsx_conn_create()).
+	 */
+	struct rsx_mempool *stage_pool;
+	struct rsx_mempool *ring_pool;
 };
 
 int rsx_dev_prepare(void);

@@ -53,7 +53,13 @@
 	X(probes_answered)	/* responder: probes rejected as rsockx */ \
 	X(exec_downgraded)	/* upgraded sockets back on TCP for exec */ \
 	X(peer_downgrades)	/* ... and the peer side of those, settled */ \
-	X(down_resent_bytes)	/* ring bytes sent again over TCP for those */
+	X(down_resent_bytes)	/* ring bytes sent again over TCP for those */ \
+	X(pool_chunks)		/* memory pool chunks mapped (mempool.h) */ \
+	X(pool_chunks_freed)	/* ... of them released again */	\
+	X(pool_bytes)		/* bytes in pool chunks now (a level) */ \
+	X(pool_blocks)		/* rings and staging buffers carved */	\
+	X(ring_grants)		/* REMOTE_WRITE MRs, one per ring */	\
+	X(ring_revoked)		/* ... deregistered at close */
 
 enum rsx_stat {
 #define RSX_STAT_ENUM(name) RSX_STAT_##name,

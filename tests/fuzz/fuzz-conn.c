@@ -39,8 +39,8 @@
 #include "conn.h"
 #include "fuzz.h"
 
-#define RQ_DEPTH	512	/* conn.c posts this many receives at start */
-#define SQ_DEPTH	256
+#define RQ_DEPTH	128	/* conn.c posts this many receives at start */
+#define SQ_DEPTH	64
 #define MAX_CQE		1024
 
 struct input {

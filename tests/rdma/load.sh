@@ -14,8 +14,8 @@
 # devices, pinned memory, counters (qps_created == qps_destroyed), and RSS
 # growth bounded.
 # The issue asks for 1,000 connections: in the emulated VM (2 GiB, TCG) each
-# upgraded connection costs about 1 MiB of RSS on each side (520 KiB of it
-# pinned ring and staging) and 80-150 ms to set up, so 200 is the default
+# upgraded connection costs about 680 KiB of RSS on each side (530 KiB of it
+# pinned ring and staging) and 15-50 ms to set up, so 200 is the default
 # that runs its hold part in about 75 s; RSOCKX_LOAD_N=1000 with
 # RSOCKX_LOAD_RING=16k is the big run.
 # Knobs: RSOCKX_LOAD_N (connections held), RSOCKX_LOAD_RING (ring size of

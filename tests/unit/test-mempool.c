@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The chunk allocator of src/mempool.c, without a device: a fake
+ * registration hook stands in for ibv_reg_mr, and counts what a device
+ * would have pinned.  Only the carving logic is tested here; the real
+ * registrations run in the VM (tests/rdma/load.sh, evil.sh).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "mempool.h"
+#include "stats.h"
+#include "tap.h"
+
+static int n_map, n_unmap, n_reg, n_dereg, n_discard, fail_reg;
+static size_t reg_limit = SIZE_MAX;	/* a fake RLIMIT_MEMLOCK */
+static size_t last_map_len;
+static uint32_t next_key = 100;
+
+static void *f_map(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	n_map++;
+	last_map_len = len;
+	return p;
+}
+
+static void f_unmap(void *addr, size_t len)
+{
+	n_unmap++;
+	munmap(addr, len);
+}
+
+static void f_discard(void *addr, size_t len)
+{
+	n_discard++;
+	madvise(addr, len, MADV_DONTNEED);
+}
+
+static struct ibv_mr *f_reg(struct ibv_pd *pd, void *addr, size_t len,
+			    int access)
+{
+	struct ibv_mr *mr;
+
+	if (fail_reg || access != IBV_ACCESS_LOCAL_WRITE) {
+		errno = EPERM;
+		return NULL;
+	}
+	if (len > reg_limit) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	mr = calloc(1, sizeof(*mr));
+	mr->pd = pd;
+	mr->addr = addr;
+	mr->length = len;
+	mr->lkey = next_key++;
+	n_reg++;
+	return mr;
+}
+
+static int f_dereg(struct ibv_mr *mr)
+{
+	n_dereg++;
+	free(mr);
+	return 0;
+}
+
+static const struct rsx_mp_ops fake = {
+	.map = f_map, .unmap = f_unmap, .discard = f_discard,
+	.reg = f_reg, .dereg = f_dereg,
+};
+
+#define RING (256u * 1024 + 64)		/* a default ring and its control */
+#define NB 40
+
+static int overlap(const struct rsx_mp_block *a, const struct rsx_mp_block *b)
+{
+	return a->addr < b->addr + b->len && b->addr < a->addr + a->len;
+}
+
+struct thr {
+	struct rsx_mempool *mp;
+	int id;
+	int bad;
+};
+
+static void *worker(void *arg)
+{
+	struct thr *t = arg;
+	struct rsx_mp_block b[8];
+	int i, k;
+
+	for (i = 0; i < 200; i++) {
+		for (k = 0; k < 8; k++) {
+			if (rsx_mempool_alloc(t->mp, 4096 * (1 + k % 3), &b[k])) {
+				t->bad++;
+				return NULL;
+			}
+			memset(b[k].addr, t->id, 64);
+		}
+		for (k = 0; k < 8; k++) {
+			if (b[k].addr[63] != t->id)
+				t->bad++;	/* another thread got the same block */
+			rsx_mempool_free(t->mp, &b[k]);
+		}
+	}
+	return NULL;
+}
+
+int main(void)
+{
+	struct ibv_pd *pd = (struct ibv_pd *)&fake;	/* never dereferenced */
+	struct rsx_mempool mp, rp;
+	struct rsx_mp_block b[NB], x;
+	long pg = sysconf(_SC_PAGESIZE);
+	int i, j, per, good, st;
+	struct thr t[4];
+	pthread_t th[4];
+	pid_t pid;
+
+	rsx_mempool_init(&mp, pd, "test", &fake);
+
+	/* --- carving a registered pool --- */
+	ok(!rsx_mempool_alloc(&mp, RING, &b[0]), "a ring-sized block");
+	is_int(b[0].len, (RING + pg - 1) / pg * pg, "rounded up to whole pages");
+	ok((uintptr_t)b[0].addr % pg == 0, "page-aligned");
+	ok(b[0].mr && b[0].mr->lkey >= 100, "carries the chunk's MR");
+	is_int(n_reg, 1, "one registration for the chunk");
+	is_int(last_map_len, b[0].len, "the first chunk is one block: the"
+	       " first connection registers no more than before");
+	for (i = 1; i < NB; i++)
+		if (rsx_mempool_alloc(&mp, RING, &b[i]))
+			break;
+	is_int(i, NB, "%d blocks", NB);
+	/* chunks of 1, 1, 2, 4, 8, 15 (4 MiB at most), 15 blocks */
+	per = RSX_MP_CHUNK / b[0].len;
+	is_int(per, 15, "a 4 MiB chunk holds 15 rings of 256 KiB");
+	is_int(n_reg, 7, "7 registrations for %d blocks (never per buffer)",
+	       NB);
+	is_int(last_map_len, per * b[0].len, "chunks grow to 4 MiB in whole"
+	       " blocks");
+	good = 1;
+	for (i = 0; i < NB; i++) {
+		if (b[i].mr != b[i].chunk->mr || b[i].addr < b[i].chunk->base ||
+		    b[i].addr + b[i].len > b[i].chunk->base + b[i].chunk->len)
+			good = 0;
+		for (j = 0; j < i; j++)
+			if (overlap(&b[i], &b[j]))
+				good = 0;
+	}
+	ok(good, "each block lies in its chunk, with its lkey, none"
+	   " overlapping");
+	is_int(rsx_stat_get(RSX_STAT_pool_chunks), 7, "pool_chunks counts them");
+	is_int(rsx_stat_get(RSX_STAT_pool_bytes), 46ull * b[0].len,
+	       "pool_bytes is the level");
+
+	/* --- release policy: empty chunks go at once --- */
+	x = b[NB - 1];
+	rsx_mempool_free(&mp, &b[NB - 1]);
+	ok(!b[NB - 1].addr && !b[NB - 1].chunk,
+	   "a freed block descriptor is cleared");
+	ok(!rsx_mempool_alloc(&mp, RING, &b[NB - 1]) &&
+	   b[NB - 1].addr == x.addr, "the freed block is taken again");
+	for (i = 0; i < NB; i++)
+		rsx_mempool_free(&mp, &b[i]);
+	is_int(n_dereg, 7, "every emptied chunk deregistered");
+	is_int(n_unmap, 7, "... and unmapped");
+	is_int(rsx_stat_get(RSX_STAT_pool_chunks_freed), 7,
+	       "pool_chunks_freed");
+	is_int(rsx_stat_get(RSX_STAT_pool_bytes), 0,
+	       "pool_bytes back to 0: an idle process pins nothing");
+	is_int(n_discard, 0, "registered memory is never discarded");
+
+	/* --- a pool that keeps an empty chunk re-carves it --- */
+	mp.keep = 1;
+	ok(!rsx_mempool_alloc(&mp, RING, &b[0]), "keep 1: a block");
+	rsx_mempool_free(&mp, &b[0]);
+	is_int(n_dereg, 7, "its emptied chunk is kept");
+	i = n_reg;
+	ok(!rsx_mempool_alloc(&mp, 16384 + 64, &b[0]), "a small block");
+	is_int(b[0].len, (16384 + 64 + pg - 1) / pg * pg, "its size");
+	ok(!rsx_mempool_alloc(&mp, 16384 + 64, &b[1]) && !overlap(&b[0], &b[1]),
+	   "a second one beside it");
+	is_int(n_reg, i, "both carved from the kept chunk, no registration");
+	rsx_mempool_free(&mp, &b[0]);
+	rsx_mempool_free(&mp, &b[1]);
+	mp.keep = 0;
+	ok(!rsx_mempool_alloc(&mp, RING, &b[0]), "keep 0 again: the kept"
+	   " chunk serves a ring");
+	rsx_mempool_free(&mp, &b[0]);
+	is_int(n_map, n_unmap, "... and goes when it empties");
+
+	/* --- larger than a chunk: exactly one block --- */
+	ok(!rsx_mempool_alloc(&mp, 6u << 20, &b[0]), "a 6 MiB block");
+	is_int(last_map_len, 6u << 20, "its chunk is its own size, no more"
+	       " pinned");
+	rsx_mempool_free(&mp, &b[0]);
+	rsx_mempool_free(&mp, &b[0]);	/* a cleared descriptor: nothing */
+	is_int(n_map, n_unmap, "nothing left mapped");
+
+	/* --- failures --- */
+	fail_reg = 1;
+	is_int(rsx_mempool_alloc(&mp, RING, &b[1]), -EPERM,
+	       "a failed registration: -errno");
+	is_int(n_map, n_unmap, "... and its chunk is unmapped again");
+	fail_reg = 0;
+	is_int(rsx_mempool_alloc(&mp, 0, &b[0]), -EINVAL, "0 bytes: -EINVAL");
+
+	/* --- a memlock limit below a grown chunk: chunks of one block --- */
+	for (i = 0; i < 16; i++)
+		rsx_mempool_alloc(&mp, RING, &b[i]);
+	reg_limit = 1u << 20;
+	j = n_reg;
+	ok(!rsx_mempool_alloc(&mp, RING, &b[16]), "4 MiB cannot be pinned: a"
+	   " ring-sized block all the same");
+	is_int(last_map_len, b[16].len, "... in a chunk of its own size");
+	is_int(n_reg, j + 1, "... registered once");
+	is_int(rsx_mempool_alloc(&mp, 2u << 20, &b[17]), -ENOMEM,
+	       "a block beyond the limit: -ENOMEM");
+	for (i = 0; i < 17; i++)
+		rsx_mempool_free(&mp, &b[i]);
+	reg_limit = SIZE_MAX;
+
+	/* --- an unregistered pool (rings): freed blocks read as zeros --- */
+	rsx_mempool_init(&rp, NULL, "ring", &fake);
+	i = n_reg;
+	ok(!rsx_mempool_alloc(&rp, RING, &b[0]), "a ring from the ring pool");
+	ok(!b[0].mr && n_reg == i, "no registration in a pool without a PD");
+	memset(b[0].addr, 0xa5, b[0].len);
+	ok(!rsx_mempool_alloc(&rp, RING, &b[1]), "a second ring");
+	x = b[0];
+	rsx_mempool_free(&rp, &b[0]);
+	is_int(n_discard, 1, "the freed ring is discarded");
+	ok(!rsx_mempool_alloc(&rp, RING, &b[0]) && b[0].addr == x.addr,
+	   "the next ring takes the same block");
+	good = 1;
+	for (i = 0; i < (int)b[0].len; i++)
+		if (b[0].addr[i])
+			good = 0;
+	ok(good, "... and sees no byte of the old one (control area"
+	   " included)");
+	rsx_mempool_free(&rp, &b[0]);
+	rsx_mempool_free(&rp, &b[1]);
+
+	/* --- threads --- */
+	for (i = 0; i < 4; i++) {
+		t[i] = (struct thr){ .mp = &rp, .id = i + 1 };
+		pthread_create(&th[i], NULL, worker, &t[i]);
+	}
+	good = 0;
+	for (i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		good += t[i].bad;
+	}
+	is_int(good, 0, "4 threads allocating and freeing: no block shared");
+
+	/* --- fork: the child never reuses the parent's registered chunks --- */
+	ok(!rsx_mempool_alloc(&mp, RING, &b[0]), "a block before fork");
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		i = n_reg;
+		if (rsx_mempool_alloc(&mp, RING, &b[1]))
+			_exit(2);
+		_exit(n_reg == i + 1 && b[1].mr != b[0].mr ? 0 : 1);
+	}
+	waitpid(pid, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	   "a fork child registers a chunk of its own");
+	rsx_mempool_free(&mp, &b[0]);
+
+	rsx_mempool_destroy(&rp);
+	rsx_mempool_destroy(&mp);
+	is_int(n_map, n_unmap, "every chunk unmapped at the end");
+	is_int(n_reg, n_dereg, "every registration undone");
+	is_int(rsx_stat_get(RSX_STAT_pool_bytes), 0, "pool_bytes 0");
+	return done_testing();
+}
