@@ -1331,8 +1331,13 @@ int rsx_sock_exec_downgrade(struct rsx_sock *s, int fd)
 	int ret = 0, tries;
 
 	for (tries = 0; pthread_mutex_trylock(&s->lock); tries++) {
-		if (tries == 100)
+		if (tries == 100) {
+			/* held by a thread the exec is about to end */
+			rsx_warn("fd %d: busy at exec: shut down", fd);
+			rsx_libc.shutdown(fd, SHUT_RDWR);
+			rsx_stat_inc(RSX_STAT_exec_lost);
 			return -EBUSY;
+		}
 		usleep(1000);
 	}
 	if (s->state == RSX_ST_CLIENT_HELLO && s->conn) {
