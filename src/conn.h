@@ -134,6 +134,7 @@ struct rsx_conn {
 	uint8_t peer_down;	/* the peer's DOWNGRADE arrived: no more QP */
 	uint8_t down_sent;	/* we sent our DOWNGRADE: no more QP */
 	uint8_t down_shut;	/* our FIN went again, as TCP's shutdown */
+	uint8_t keep;		/* dropped at exec under a sleeper: never freed */
 	int err;		/* -errno once the connection broke */
 };
 

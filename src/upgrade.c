@@ -210,6 +210,8 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events)
 			}
 		}
 		c->waiters--;
+		if (s->conn != c && !c->waiters && !c->polling && !c->keep)
+			rsx_conn_destroy(c);	/* dropped by rsx_to_tcp */
 		return ret;
 	}
 	if (c->qp_ready && rsx_conn_arm(c) == 0 && rsx_conn_poll(c) != 0)
@@ -244,6 +246,12 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events)
 	c->want = 0;
 	c->wake_gen++;
 	pthread_cond_broadcast(&c->cond);
+	if (s->conn != c) {
+		/* dropped by rsx_to_tcp while we slept */
+		if (!c->waiters && !c->keep)
+			rsx_conn_destroy(c);
+		return ret < 0 ? ret : rev;
+	}
 	if (!c->tcp_eof && (rev & (POLLRDHUP | POLLHUP | POLLERR)))
 		rsx_peer_closed(s);
 	return ret < 0 ? ret : rev;
@@ -292,10 +300,20 @@ static int rsx_tcp_send_msg(int fd, const uint8_t *buf, size_t len,
 
 static void rsx_to_tcp(struct rsx_sock *s, enum rsx_stat reason)
 {
+	struct rsx_conn *c = s->conn;
+	uint64_t kick = 1;
+
 	rsx_ready_off(s, 1);
-	if (s->conn) {
-		rsx_conn_destroy(s->conn);
-		s->conn = NULL;
+	s->conn = NULL;
+	if (c && (c->polling || c->waiters)) {
+		/* another thread sleeps on it (a reader while a writer took
+		 * the HELLO's answer): the last one out frees it (rsx_sleep) */
+		if (c->polling &&
+		    rsx_libc.write(c->kick_fd, &kick, sizeof(kick)) < 0)
+			rsx_dbg("kick: %s", strerror(errno));
+		pthread_cond_broadcast(&c->cond);
+	} else if (c) {
+		rsx_conn_destroy(c);
 	}
 	if (reason != RSX_STAT_COUNT)
 		rsx_stat_inc(reason);
@@ -1375,7 +1393,9 @@ out:
 		rsx_stat_inc(RSX_STAT_exec_lost);
 	}
 	if (c && (c->polling || c->waiters)) {
-		/* a thread sleeps on it: leave it be, the exec ends it */
+		/* a thread sleeps on it and goes on using it until the
+		 * exec: leave it be, the exec ends it */
+		c->keep = 1;
 		s->conn = NULL;
 		rsx_ready_off(s, 1);
 		rsx_sock_set_state(s, RSX_ST_TCP);
