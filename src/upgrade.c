@@ -1392,14 +1392,10 @@ out:
 		rsx_libc.shutdown(fd, SHUT_RDWR);
 		rsx_stat_inc(RSX_STAT_exec_lost);
 	}
-	if (c && (c->polling || c->waiters)) {
-		/* a thread sleeps on it and goes on using it until the
-		 * exec: leave it be, the exec ends it */
+	if (c) {
+		/* a thread asleep on it goes on using it until the exec:
+		 * never freed then (rsx_to_tcp leaves it to the sleeper) */
 		c->keep = 1;
-		s->conn = NULL;
-		rsx_ready_off(s, 1);
-		rsx_sock_set_state(s, RSX_ST_TCP);
-	} else if (c) {
 		rsx_to_tcp(s, RSX_STAT_COUNT);
 	}
 	pthread_mutex_unlock(&s->lock);
