@@ -80,9 +80,17 @@ wait_point() { # NAME PID: the client reached point NAME (or died)
 	for ((i = 0; i < 6000; i++)); do
 		[ -e "$dir/$1" ] && return 0
 		kill -0 "$2" 2>/dev/null || return 1
+		((i % 50)) || stuck "$2"
 		sleep 0.1
 	done
 	return 1
+}
+# stuck PID: once the client (PID, output in $dir.client) says it waited
+# 10 s for an event, what both processes hold, for the log
+stuck() {
+	[ -e "$dir.stuck" ] || ! grep -q 'without an event' "$dir.client" 2>/dev/null && return
+	{ "$STAT" -p "$1" -p "$spid" -d -C; snap stuck "$1" "$spid"; } >"$dir.stuck" 2>&1
+	sed "s/^/  $(basename "$dir"): stuck: /" "$dir.stuck" >&2
 }
 
 start_server() { # LABEL: a rsx-load server on B; sets spid, port
