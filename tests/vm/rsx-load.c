@@ -426,16 +426,20 @@ static void run(struct conn *cs, int n, int (*refill)(struct conn *))
 	struct epoll_event evs[256];
 	int live = 0, i, k;
 
+	/*
+	 * A connection done at its first pump and refilled is looked at again
+	 * (i--), and counted then: counting it here as well left "live" one
+	 * too high for good, and the loop below waited for a connection that
+	 * was not there.
+	 */
 	for (i = 0; i < n; i++)
 		if (cs[i].fd >= 0) {
 			live++;
 			if (pump(&cs[i])) {
 				retire(&cs[i]);
 				live--;
-				if (refill && refill(&cs[i])) {
-					live++;
+				if (refill && refill(&cs[i]))
 					i--;
-				}
 			}
 		}
 	while (live > 0) {
