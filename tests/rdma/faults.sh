@@ -1,6 +1,6 @@
 #!/bin/bash
 # Faults (issue 7): upgraded connections that break must behave like TCP.
-# The survivor of a peer killed mid-stream, a link that goes down, a QP
+# The survivor of a peer killed mid-stream, a link that is cut, a QP
 # forced into the error state: the bytes that arrive are a correct prefix
 # of the stream (rsx-stream -k checks each one and says how the stream
 # ended), then EOF or an error, never a hang and never a shorter stream
@@ -21,11 +21,13 @@ CLI="RSOCKX_CONF=$tmpdir/rdma.conf"
 SRV="RSOCKX_CONF="
 BIG=2000000000	# more than any case sends before its fault
 
-# RSOCKX_FAULTS_ONLY="kill link qperr res exhaust races": only those parts
-# (by hand; run.sh passes RSOCKX_* variables into the VM).  "link" runs
-# only when named: taking vethA down under traffic has locked up the
-# guest kernel (rxe soft lockup, the VM then times out), see part 2.
-RSOCKX_FAULTS_ONLY=${RSOCKX_FAULTS_ONLY:-kill qperr res exhaust races}
+# RSOCKX_FAULTS_ONLY="kill cut link qperr res exhaust races": only those
+# parts (by hand; run.sh passes RSOCKX_* variables into the VM).  "link"
+# runs only when named: taking vethA down under traffic has locked up the
+# guest kernel (rxe soft lockup, the VM then times out), see part 2; "cut"
+# (every packet dropped, the port stays up) is the link failure run by
+# default.
+RSOCKX_FAULTS_ONLY=${RSOCKX_FAULTS_ONLY:-kill cut qperr res exhaust races}
 part() { case " $RSOCKX_FAULTS_ONLY " in *" $1 "*) return 0 ;; esac; return 1; }
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
@@ -103,24 +105,47 @@ if part kill; then
 	kill_case client s2c
 fi
 
-# --- 2. link down mid-stream --------------------------------------------------
-# vethA goes down under a c2s stream: rxe0's packets go nowhere, the RC QPs
-# retry and fail after RSOCKX_QP_TIMEOUT_MS (500 ms: 7 tries of 67 ms; the
-# sender must have its error within 10 s).  TCP runs over lo here and stays
-# up, so the sender's exit after its error closes it and the receiver hears
-# of the end that way.  With STALL the sender is also stopped (SIGSTOP) when
-# the link goes: its TCP connection stays open and silent, as across a real
-# dead link, and the receiver must find out by itself.
-# link_case LABEL [stall]: bounded to 40 s per end.
-# Not run by default: in one run of three the guest kernel (Debian 6.1,
-# rdma_rxe) reported "soft lockup" in an rsx-stream process after the link
-# went down and never recovered (nothing rsockx can do from user space).
+# --- 2. link cut or down mid-stream -------------------------------------------
+# The link between A and B fails under a c2s stream: rxe0's packets go
+# nowhere, the RC QPs retry and fail after RSOCKX_QP_TIMEOUT_MS (500 ms: 7
+# tries of 67 ms; the sender must have its error within 10 s).  TCP runs
+# over lo here and stays up, so the sender's exit after its error closes it
+# and the receiver hears of the end that way.  With STALL the sender is
+# also stopped (SIGSTOP) when the link goes: its TCP connection stays open
+# and silent, as across a real dead link, and the receiver must find out by
+# itself.
+# Two ways to fail the link:
+#  cut:  a netem qdisc drops every packet leaving either veth end (both
+#        directions), the ports stay ACTIVE, as with a cable cut beyond a
+#        switch: only the transport's retries can notice.  Run by default.
+#  down: vethA goes down (the port turns DOWN under the QPs).  Only on
+#        request (part "link"): in one run of three the guest kernel
+#        (Debian 6.1, rdma_rxe) reported "soft lockup" in an rsx-stream
+#        process after the link went down and never recovered (nothing
+#        rsockx can do from user space).
+link_fail() { # cut|down
+	if [ $1 = down ]; then
+		ip link set $NETDEV_A down
+	else
+		tc qdisc add dev $NETDEV_A root netem loss 100% &&
+			tc qdisc add dev $NETDEV_B root netem loss 100%
+	fi
+}
+link_heal() { # cut|down
+	if [ $1 = down ]; then
+		ip link set $NETDEV_A up
+	else
+		tc qdisc del dev $NETDEV_A root
+		tc qdisc del dev $NETDEV_B root
+	fi
+}
+# link_case LABEL cut|down [stall]: bounded to 40 s per end.
 link_case() {
-	local label=$1 stall=${2:-} rc_c=0 rc_s=0 t0 tc= ts= i
+	local label=$1 how=$2 stall=${3:-} rc_c=0 rc_s=0 t0 tc= ts= i
 	pair $label "$SRV" "$CLI" -d c2s -n $BIG -k || { not_ok "$label: started"; return; }
 	sleep 3
 	t0=$(now_ms)
-	ip link set $NETDEV_A down
+	link_fail $how || { not_ok "$label: the link failed ($how)"; kill $CPID $SPID; return; }
 	[ -n "$stall" ] && kill -STOP $CPID
 	for ((i = 0; i < 400; i++)); do
 		[ -z "$stall" ] && [ -z "$tc" ] && ! kill -0 $CPID 2>/dev/null && tc=$(($(now_ms) - t0))
@@ -138,7 +163,8 @@ link_case() {
 	fi
 	reap $CPID 1 || rc_c=$?
 	reap $SPID 1 || rc_s=$?
-	ip link set $NETDEV_A up
+	[ $how = down ] || diag "$label: $(tc -s qdisc show dev $NETDEV_A | grep -o 'dropped [0-9]*') packets from A, $(tc -s qdisc show dev $NETDEV_B | grep -o 'dropped [0-9]*') from B"
+	link_heal $how
 	show $label
 	diag "$label: client (sender) ended after ${tc:-(not timed)} ms, server (receiver) after ${ts:-never: killed at 40 s} ms"
 	check "$label: the sender got $(field $label client tx_end)${tc:+ after $tc ms}" \
@@ -148,17 +174,23 @@ link_case() {
 	check "$label: the receiver got a prefix ($(field $label server received) bytes), then $(field $label server rx_end) after ${ts:-40000+} ms" \
 		test $rc_s = 3 -a "$(field $label server received)" -gt 0 -a "$(field $label server rx_end)" != ok
 	check "$label: both ends were upgraded" upgraded $label
-	# the ports come back ACTIVE with the link
+	# the ports are ACTIVE again (after a cut they never left it)
 	for ((i = 0; i < 100; i++)); do
 		rdma link show $DEV_A/1 2>/dev/null | grep -q 'state ACTIVE' && break
 		sleep 0.1
 	done
 }
-if part link; then
-	# RSOCKX_FAULTS_LINK: the variants (default both)
-	case " ${RSOCKX_FAULTS_LINK:-plain stall} " in *" plain "*) link_case link-down ;; esac
-	case " ${RSOCKX_FAULTS_LINK:-plain stall} " in *" stall "*) link_case link-down-tcp-stalled stall ;; esac
-fi
+# RSOCKX_FAULTS_LINK="plain stall": the variants.  By default a cut runs
+# plain only: across a cut, a receiver whose sender is stopped has nothing
+# to send on its QP, so only the sender's error ends its stream, and the
+# stall variant spends its whole 40 s waiting.  Taking the link down runs
+# both.
+link_variants() { # cut|down LABEL DEFAULT_VARIANTS
+	case " ${RSOCKX_FAULTS_LINK:-$3} " in *" plain "*) link_case $2 $1 ;; esac
+	case " ${RSOCKX_FAULTS_LINK:-$3} " in *" stall "*) link_case $2-tcp-stalled $1 stall ;; esac
+}
+part cut && link_variants cut link-cut plain
+part link && link_variants down link-down "plain stall"
 
 # --- 3. QP error injected ------------------------------------------------------
 # RSOCKX_TEST_QP_ERR_AFTER moves the sender's QP to ERR after 1 MB: the

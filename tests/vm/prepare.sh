@@ -36,9 +36,10 @@ say() { echo "prepare.sh: $*" >&2; }
 unavailable() { say "CANNOT PREPARE THE VM: $*"; exit 77; }
 
 # Modules the guest loads; dependencies and order come from depmod/modprobe.
-# crc32* are crypto algorithms rxe asks for by name (no module dependency).
+# crc32* are crypto algorithms rxe asks for by name (no module dependency);
+# sch_netem drops every packet of a link for tests/rdma/faults.sh ("cut").
 top_modules="crc32_generic crc32c_generic crc32c-intel rdma_rxe ib_uverbs rdma_ucm
-ib_umad veth 9p 9pnet_virtio virtio_pci"
+ib_umad veth 9p 9pnet_virtio virtio_pci sch_netem"
 
 # Serialise concurrent prepares on one cache (parallel make check, distcheck).
 exec 8>"$cache/.lock"

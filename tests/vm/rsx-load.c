@@ -426,24 +426,40 @@ static void run(struct conn *cs, int n, int (*refill)(struct conn *))
 	struct epoll_event evs[256];
 	int live = 0, i, k;
 
+	/*
+	 * A connection done at its first pump and refilled is looked at again
+	 * (i--), and counted then: counting it here as well left "live" one
+	 * too high for good, and the loop below waited for a connection that
+	 * was not there.
+	 */
 	for (i = 0; i < n; i++)
 		if (cs[i].fd >= 0) {
 			live++;
 			if (pump(&cs[i])) {
 				retire(&cs[i]);
 				live--;
-				if (refill && refill(&cs[i])) {
-					live++;
+				if (refill && refill(&cs[i]))
 					i--;
-				}
 			}
 		}
 	while (live > 0) {
 		k = epoll_wait(ep, evs, 256, 10000);
 		if (k < 0 && errno != EINTR)
 			die("epoll_wait");
-		if (k == 0)
+		if (k == 0) {
 			fprintf(stderr, "rsx-load: 10 s without an event, %d live\n", live);
+			/* what each stuck connection waits for */
+			for (i = 0; i < n && live <= 16; i++)
+				if (cs[i].fd >= 0)
+					fprintf(stderr, "rsx-load:   fd %d: %s, sent %llu, echoed %llu, goal %llu, %d rounds to go, waits for%s%s\n",
+						cs[i].fd, cs[i].bulk ? "bulk" : "ping-pong",
+						(unsigned long long)cs[i].tx,
+						(unsigned long long)cs[i].rx,
+						(unsigned long long)cs[i].goal,
+						cs[i].rounds,
+						cs[i].events & EPOLLIN ? " EPOLLIN" : "",
+						cs[i].events & EPOLLOUT ? " EPOLLOUT" : "");
+		}
 		for (i = 0; i < k; i++) {
 			struct conn *c = evs[i].data.ptr;
 
