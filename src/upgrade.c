@@ -1272,9 +1272,10 @@ int rsx_sock_shutdown(int fd, int how)
 			s->wr_shut = 1;
 			/* after the peer's DOWNGRADE: TCP's own shutdown,
 			 * once the bytes before it are out (rsx_resend) */
-			if (upgraded && s->conn->peer_down)
+			if (upgraded && s->conn->peer_down) {
 				rsx_progress(s, fd);
-			else if (upgraded)
+				rsx_down_settle(s, fd);
+			} else if (upgraded)
 				rsx_finish(s, fd, rsx_config.linger_ms);
 		}
 		rsx_sock_ready_sync(s);

@@ -98,5 +98,6 @@ for run in block:exec epoll:exec block:fail; do
 		test "$(stat_of $tmpdir/x.sstats down_resent_bytes)" -gt 0
 	check "$run: no connection error" \
 		test "$(stat_of $tmpdir/x.sstats conn_errors)$(stat_of $tmpdir/x.cstats conn_errors)" = 00
+	[ "${RSOCKX_EXEC_SHOW:-}" = 1 ] && sed "s/^/  $run: /" $tmpdir/x.sstats $tmpdir/x.cstats >&2
 done
 done_testing
