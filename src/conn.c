@@ -117,7 +117,6 @@ int rsx_conn_create(struct rsx_dev *dev, uint32_t ring_size,
 		return -EMFILE;
 	}
 	c->rx_tcp_limit = -1;
-	c->spin_us = rsx_config.spin_us;
 	c->psn = rsx_rand24();
 	if (getrandom(&c->nonce, sizeof(c->nonce), GRND_NONBLOCK) !=
 	    sizeof(c->nonce))

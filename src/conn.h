@@ -135,7 +135,6 @@ struct rsx_conn {
 	uint8_t down_sent;	/* we sent our DOWNGRADE: no more QP */
 	uint8_t down_shut;	/* our FIN went again, as TCP's shutdown */
 	uint8_t keep;		/* dropped at exec under a sleeper: never freed */
-	uint32_t spin_us;	/* busy-poll budget of the next wait (upgrade.c) */
 	int err;		/* -errno once the connection broke */
 };
 

@@ -687,41 +687,25 @@ static int rsx_peer_gone(const struct rsx_conn *c)
 }
 
 /*
- * Busy-polls the completion queue for up to c->spin_us.  The clock is read
- * once per RSX_SPIN_CLOCK_EVERY polls: where the kernel has no usable TSC
- * (a VM on HPET), clock_gettime is a system call that costs more than the
- * poll itself.
+ * Busy-polls the completion queue for up to RSOCKX_SPIN_US.  The clock is
+ * read once per RSX_SPIN_CLOCK_EVERY polls: where the kernel has no usable
+ * TSC (a VM on HPET), clock_gettime is a system call that costs more than
+ * the poll itself.
  */
 #define RSX_SPIN_CLOCK_EVERY	16
 
-static int rsx_spin(struct rsx_conn *c, uint64_t t0)
+static int rsx_spin(struct rsx_conn *c)
 {
+	uint64_t t0 = rsx_now_us();
 	unsigned int i;
 
 	for (i = 1;; i++) {
 		if (rsx_conn_poll(c))
 			return 1;
 		if (i % RSX_SPIN_CLOCK_EVERY == 0 &&
-		    rsx_now_us() - t0 >= c->spin_us)
+		    rsx_now_us() - t0 >= rsx_config.spin_us)
 			return 0;
 	}
-}
-
-/*
- * Adapts the spin budget after a wait that slept, like an adaptive mutex:
- * woken within RSOCKX_SPIN_US of the wait's start, a full spin would have
- * caught the event, so the next wait spins in full; woken later, the
- * connection is idle between messages and its budget halves, down to a
- * sixteenth, so that idle connections burn little CPU.
- */
-static void rsx_spin_adapt(struct rsx_conn *c, uint64_t t0)
-{
-	uint32_t max = rsx_config.spin_us;
-
-	if (rsx_now_us() - t0 <= max)
-		c->spin_us = max;
-	else if (c->spin_us > max / 16)
-		c->spin_us /= 2;
 }
 
 /*
@@ -733,14 +717,10 @@ static int rsx_wait_conn(struct rsx_sock *s, int fd, int want_tcp)
 {
 	struct rsx_conn *c = s->conn;
 	short events = 0;
-	uint64_t t0 = 0;
 	int ret;
 
-	if (rsx_config.spin_us && c->qp_ready) {
-		t0 = rsx_now_us();
-		if (c->spin_us && rsx_spin(c, t0))
-			return 0;
-	}
+	if (rsx_config.spin_us && c->qp_ready && rsx_spin(c))
+		return 0;
 	if (want_tcp)
 		events |= POLLIN;
 	if (!c->tcp_eof)
@@ -748,8 +728,6 @@ static int rsx_wait_conn(struct rsx_sock *s, int fd, int want_tcp)
 	if (c->peer_down && c->tx_resend < c->tx_head)
 		events |= POLLOUT;
 	ret = rsx_sleep(s, fd, events);
-	if (t0 && s->conn == c)
-		rsx_spin_adapt(c, t0);
 	return ret < 0 ? ret : 0;
 }
 

@@ -34,7 +34,6 @@ import asyncio
 import hashlib
 import os
 import random
-import resource
 import select
 import socket
 import sys
@@ -655,41 +654,6 @@ def lowat_client(host, port):
     s.close()
 
 
-# adaptive busy polling: the client runs with RSOCKX_SPIN_US=20000 --------
-def spin_server(ls):
-    conn, _ = ls.accept()
-    if conn.recv(1) != b"h":
-        fail("spin server: no hello")
-    for i in range(20):
-        time.sleep(0.1)
-        conn.sendall(bytes([i]) * 64)
-    if conn.recv(1) != b"e":
-        fail("spin server: no end")
-    conn.close()
-
-
-def spin_client(host, port):
-    s = connect(host, port)
-    s.settimeout(None)              # a blocking recv, not Python's poll
-    s.sendall(b"h")
-    r0 = resource.getrusage(resource.RUSAGE_SELF)
-    for i in range(20):             # one message every 100 ms
-        got = b""
-        while len(got) < 64:
-            got += s.recv(64 - len(got))
-        if got != bytes([i]) * 64:
-            fail("spin client: wrong message %d" % i)
-    r1 = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
-    # a fixed 20 ms spin would burn 20 x 20 ms; the adaptive one halves
-    # down to 1.25 ms: 20 + 10 + 5 + 2.5 + 16 x 1.25 ms
-    print("ready.py: spin client: %.3f s of CPU over 20 idle waits" % cpu)
-    if cpu > 0.2:
-        fail("spin client: idle waits burnt %.3f s of CPU" % cpu)
-    s.sendall(b"e")
-    s.close()
-
-
 def main():
     scen, role, host, port = sys.argv[1:5]
     port = int(port)
@@ -707,8 +671,7 @@ def main():
              "aliases": blocking_echo,
              "prefork": prefork_server, "forkconn": forkconn_server,
              "forkinherit": forkinherit_server,
-             "timing": timing_server, "lowat": lowat_server,
-             "spin": spin_server}[scen](ls)
+             "timing": timing_server, "lowat": lowat_server}[scen](ls)
     else:
         if scen == "asyncio":
             asyncio.run(aecho_client(host, port, seed))
@@ -727,8 +690,6 @@ def main():
                                            "forkinherit": 1}[scen])
         elif scen == "lowat":
             lowat_client(host, port)
-        elif scen == "spin":
-            spin_client(host, port)
         else:
             timing_client(host, port)
     print("ready.py: ok %s %s" % (scen, role), flush=True)

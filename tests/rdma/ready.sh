@@ -16,7 +16,6 @@ READY_PY=$abs_top_srcdir/tests/rdma/ready.py
 printf 'rdma connect * *\n' >"$tmpdir/rdma.conf"
 
 # scenario NAME MINPKTS [blocking]: server on B, client on A; results in $tmpdir/NAME.*
-# SCEN_ENV: more environment for the client (VAR=value words).
 # READY_ONLY="a b": run just those (by hand).
 scenario() {
 	local name=$1 min=$2 mode=${3:-} port spid rc=0 s
@@ -33,7 +32,7 @@ scenario() {
 	timeout 150 env LD_PRELOAD="$RSOCKX_PRELOAD" \
 		RSOCKX_CONF="$tmpdir/rdma.conf" \
 		RSOCKX_STATS_FILE="$tmpdir/$name.cstats" READY_BIND=$HOST_A \
-		${SCEN_ENV:-} "$PYTHON" "$READY_PY" "$name" client $HOST_B "$port" \
+		"$PYTHON" "$READY_PY" "$name" client $HOST_B "$port" \
 		>"$tmpdir/$name.client" 2>&1 || rc=1
 	reap $spid 60 || rc=1
 	sed "s/^/  $name: /" "$tmpdir/$name.server" "$tmpdir/$name.client" >&2
@@ -55,9 +54,6 @@ scenario et 100
 scenario select 100
 scenario timing 5
 scenario lowat 5
-# the busy-poll budget adapts: 20 idle waits under a 20 ms spin cost far
-# less than 20 x 20 ms of CPU
-SCEN_ENV=RSOCKX_SPIN_US=20000 scenario spin 5 blocking
 scenario epmisc 5
 scenario threads 100
 scenario aliases 20 blocking
