@@ -35,6 +35,11 @@ reap $spid 30
 rdma_only_dev "http.server: rxe1 carried it (loopback in one device)" "$s" rxe1
 check "http.server: both downloads upgraded on both ends (server $(stat_of $tmpdir/py.s upgraded), client $(stat_of $tmpdir/py.c upgraded))" \
 	test "$(stat_of $tmpdir/py.s upgraded)" = 2 -a "$(stat_of $tmpdir/py.c upgraded)" = 2
-check "http.server: the file went over RDMA" \
-	test "$(stat_of $tmpdir/py.c rdma_rx_bytes)" -ge 6000000
+# Under ASan the server's QP may reach RTS after its first writes of the
+# body, which then go over TCP before its CUTOVER (as the protocol allows):
+# most of the file, not all of it.
+min=6000000
+case $RSOCKX_PRELOAD in *libasan*) min=4500000 ;; esac
+check "http.server: the file went over RDMA ($(stat_of $tmpdir/py.c rdma_rx_bytes) bytes, at least $min)" \
+	test "$(stat_of $tmpdir/py.c rdma_rx_bytes)" -ge $min
 done_testing

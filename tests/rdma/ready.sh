@@ -101,7 +101,13 @@ if command -v socat >/dev/null; then
 		reap $spid 30
 		check "socat $dir: file arrived intact" cmp -s "$tmpdir/in" "$tmpdir/out"
 		check "socat $dir: upgraded on both ends" upgraded socat.$dir
-		rdma_moved "socat $dir: bytes went over rxe" "$s" 500
+		# up: the client writes the whole file at once; under ASan its QP
+		# may be ready only after all of it went over TCP before the
+		# cut-over (as the protocol allows)
+		case $dir:$RSOCKX_PRELOAD in
+		up:*libasan*) skip "socat up: bytes over rxe not required under ASan" ;;
+		*) rdma_moved "socat $dir: bytes went over rxe" "$s" 500 ;;
+		esac
 	done
 else
 	skip "socat not installed"
