@@ -1281,6 +1281,13 @@ void rsx_sock_close_last(struct rsx_sock *s, int fd)
 	pthread_mutex_lock(&s->lock);
 	if (s->state == RSX_ST_UPGRADED)
 		rsx_finish(s, fd, rsx_config.linger_ms);
+	/*
+	 * After the peer's DOWNGRADE a socket settles back to TCP on the
+	 * way out of a call that finds no other thread in one; two threads
+	 * that keep meeting (a reader and a writer) may leave that to here.
+	 */
+	if (s->state == RSX_ST_UPGRADED && s->conn && s->conn->peer_down)
+		rsx_down_settle(s, fd);
 	pthread_mutex_unlock(&s->lock);
 }
 
