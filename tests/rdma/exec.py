@@ -21,6 +21,7 @@ import selectors
 import socket
 import sys
 import threading
+import time
 
 DOWN = 3 << 20          # server to client: many rings' worth
 HEAD = 100000           # read before the exec: the rest waits in the ring
@@ -119,6 +120,10 @@ def client(addr, port, bind, mode, out):
     with open(out, "wb") as f:
         f.write(head)
     s.sendall(up_bytes()[:UP1])
+    # Let the server cut over first: its sender sleeps on a full TCP buffer
+    # until our CUTOVER wakes it, and under load (CI) that took longer than
+    # our sends, so the exec came before any byte of its went over RDMA.
+    time.sleep(1)
     s.set_inheritable(True)
     if mode == "exec":
         os.execv(sys.executable, [sys.executable, __file__, "rest",
