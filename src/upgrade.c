@@ -1286,8 +1286,7 @@ void rsx_sock_close_last(struct rsx_sock *s, int fd)
 	 * way out of a call that finds no other thread in one; two threads
 	 * that keep meeting (a reader and a writer) may leave that to here.
 	 */
-	if (s->state == RSX_ST_UPGRADED && s->conn && s->conn->peer_down)
-		rsx_down_settle(s, fd);
+	rsx_down_settle(s, fd);
 	pthread_mutex_unlock(&s->lock);
 }
 
