@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * The pass-through guard's slow path: the thread is inside rsockx, or it is
- * (or was) the parent or the child of a vfork().
+ * (or was) the parent or the child of a vfork().  And signals held back
+ * while rsockx busy-polls on the program's behalf.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/types.h>
@@ -53,4 +55,44 @@ int rsx_guard_thread(void *(*fn)(void *))
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return -ret;
+}
+
+/*
+ * Busy polling with signals held back (the spins of upgrade.c and
+ * ready.c).  A signal whose handler runs during a spin would leave the
+ * program asleep in the wait after it, where the kernel would have ended
+ * the program's own call with EINTR: a handler that only sets a flag for
+ * the program to see after the call (nginx, redis, Python) would go
+ * unseen.  Held back, the signal ends the spin (rsx_guard_signalled), and
+ * the wait after it takes the program's mask atomically (ppoll,
+ * epoll_pwait) and ends with EINTR at once.
+ */
+void rsx_guard_signals(sigset_t *old)
+{
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, old);
+}
+
+void rsx_guard_signals_end(const sigset_t *old)
+{
+	int err = errno;
+
+	pthread_sigmask(SIG_SETMASK, old, NULL);
+	errno = err;
+}
+
+/* A signal that mask lets through is pending. */
+int rsx_guard_signalled(const sigset_t *mask)
+{
+	sigset_t p;
+	int sig;
+
+	if (sigpending(&p))
+		return 0;
+	for (sig = 1; sig < NSIG; sig++)
+		if (sigismember(&p, sig) == 1 && sigismember(mask, sig) == 0)
+			return 1;
+	return 0;
 }

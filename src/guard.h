@@ -2,6 +2,8 @@
 #ifndef RSX_GUARD_H
 #define RSX_GUARD_H
 
+#include <signal.h>
+
 #include "compiler.h"
 
 /*
@@ -27,6 +29,9 @@ extern RSX_TLS unsigned int rsx_guard;
 int rsx_guard_slow(void);
 int rsx_guard_thread(void *(*fn)(void *));
 void rsx_guard_vfork_begin(void);
+void rsx_guard_signals(sigset_t *old);
+void rsx_guard_signals_end(const sigset_t *old);
+int rsx_guard_signalled(const sigset_t *mask);
 
 /* Non-zero when the calling thread must pass straight through to libc. */
 static inline int rsx_guarded(void)

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "conn.h"
 #include "fdtab.h"
 #include "guard.h"
@@ -36,6 +37,8 @@ static int rsx_watch_epfd = -1;
 static int rsx_watch_state;	/* 0 not started, 1 running, -errno failed */
 /* The socket the watcher is about to lock or has locked (see ready_free). */
 static _Atomic(struct rsx_sock *) rsx_watch_busy;
+/* Sockets in the table, for the spin's choice (rsx_ready_spin). */
+static _Atomic uint32_t rsx_watch_live;
 
 #define RSX_WATCH_BATCH 64
 #define RSX_BLOCK_LEN 1024	/* fills x's minimal send buffer */
@@ -133,8 +136,17 @@ static int rsx_watch_slot(struct rsx_sock *s, uint32_t *slot)
 found:
 	rsx_watch[i].s = s;
 	rsx_watch[i].gen++;
+	atomic_fetch_add(&rsx_watch_live, 1);
 	*slot = i;
 	return 0;
+}
+
+/* Under rsx_watch_lock. */
+static void rsx_watch_unslot(uint32_t slot)
+{
+	rsx_watch[slot].s = NULL;
+	rsx_watch[slot].gen++;
+	atomic_fetch_sub(&rsx_watch_live, 1);
 }
 
 /*
@@ -190,7 +202,7 @@ err_chan:
 	errno = -ret;
 err_slot:
 	ret = -errno;
-	rsx_watch[r->slot].s = NULL;
+	rsx_watch_unslot(r->slot);
 out:
 	pthread_mutex_unlock(&rsx_watch_lock);
 	return ret;
@@ -321,10 +333,8 @@ void rsx_ready_off(struct rsx_sock *s, int restore)
 				   rsx_conn_chan_fd(s->conn), NULL);
 	if (rsx_watch_epfd >= 0)
 		rsx_libc.epoll_ctl(rsx_watch_epfd, EPOLL_CTL_DEL, r->tcp, NULL);
-	if (r->slot < rsx_watch_cap && rsx_watch[r->slot].s == s) {
-		rsx_watch[r->slot].s = NULL;
-		rsx_watch[r->slot].gen++;
-	}
+	if (r->slot < rsx_watch_cap && rsx_watch[r->slot].s == s)
+		rsx_watch_unslot(r->slot);
 	pthread_mutex_unlock(&rsx_watch_lock);
 	if (restore)
 		rsx_ready_retire(s, r);
@@ -607,6 +617,111 @@ static int64_t rsx_mono_ns(void)
 }
 
 /*
+ * Busy polling for poll, select and epoll (ARCHITECTURE item 11).  An
+ * arrival for a program asleep in one of those wakes the watcher, which
+ * wakes the program: two thread wakeups, where a blocking read that is
+ * still spinning takes none.  So before the program's call sleeps, the
+ * thread polls the completion queues of the watched connections itself
+ * for up to RSOCKX_SPIN_US, which keeps their stand-ins current, and asks
+ * the kernel again without waiting whenever one moved, and every
+ * RSX_SPIN_ASK_EVERY rounds for the program's other descriptors.  Only
+ * while few connections are watched: a round polls them all.
+ *
+ * Signals are held back while it spins (rsx_guard_signals), and the wait
+ * that follows takes the program's mask atomically (ppoll, epoll_pwait).
+ * A timeout runs from the end of the spin: the wait is longer by at most
+ * the spin, which the kernel's timeouts allow, and the spin no longer than
+ * the timeout.
+ */
+#define RSX_SPIN_CONNS_MAX	64
+#define RSX_SPIN_ASK_EVERY	16
+
+/* The next watched socket from *i on, with a reference; NULL at the end. */
+static struct rsx_sock *rsx_watch_next(uint32_t *i)
+{
+	struct rsx_sock *s = NULL;
+
+	pthread_mutex_lock(&rsx_watch_lock);
+	for (; *i < rsx_watch_cap && !s; (*i)++) {
+		s = rsx_watch[*i].s;
+		if (s && !rsx_sock_tryget(s))
+			s = NULL;	/* being freed */
+	}
+	pthread_mutex_unlock(&rsx_watch_lock);
+	return s;
+}
+
+/* Every watched connection polled once: 1 when any took something in. */
+static int rsx_spin_round(void)
+{
+	struct rsx_sock *s;
+	uint32_t i = 0;
+	int moved = 0;
+
+	while ((s = rsx_watch_next(&i))) {
+		if (!pthread_mutex_trylock(&s->lock)) {
+			moved |= rsx_sock_ready_spin(s);
+			pthread_mutex_unlock(&s->lock);
+		}
+		rsx_sock_put(s);
+	}
+	return moved;
+}
+
+int rsx_ready_spin(rsx_ready_call *call, void *arg, int64_t timeout_us,
+		   const sigset_t *ss)
+{
+	uint32_t live = atomic_load_explicit(&rsx_watch_live,
+					     memory_order_relaxed);
+	sigset_t old;
+	int64_t until;
+	unsigned int i;
+	int ret;
+
+	if (likely(!live) || live > RSX_SPIN_CONNS_MAX || !timeout_us ||
+	    !rsx_config.spin_us || rsx_guarded())
+		return call(arg, 1, ss);
+	ret = call(arg, 0, NULL);
+	if (ret)
+		return ret;
+	rsx_guard_signals(&old);
+	rsx_stat_inc(RSX_STAT_spin_waits);
+	if (timeout_us < 0 || timeout_us > rsx_config.spin_us)
+		timeout_us = rsx_config.spin_us;
+	until = rsx_mono_ns() + timeout_us * 1000;
+	for (i = 1;; i++) {
+		if (!rsx_spin_round() && i % RSX_SPIN_ASK_EVERY)
+			continue;
+		ret = call(arg, 0, NULL);
+		if (ret) {
+			rsx_stat_inc(RSX_STAT_spin_wakes);
+			goto out;
+		}
+		if (rsx_mono_ns() >= until || rsx_guard_signalled(ss ? ss : &old))
+			break;
+	}
+	ret = call(arg, 1, ss ? ss : &old);
+out:
+	rsx_guard_signals_end(&old);
+	return ret;
+}
+
+/* select's wait: ppoll over the set (rsx_ready_call). */
+struct rsx_select_call {
+	struct pollfd *pfd;
+	int n;
+	const struct timespec *ts;
+};
+
+static int rsx_select_call(void *arg, int wait, const sigset_t *mask)
+{
+	static const struct timespec zero;
+	struct rsx_select_call *a = arg;
+
+	return rsx_libc.ppoll(a->pfd, a->n, wait ? a->ts : &zero, mask);
+}
+
+/*
  * select through ppoll, for sets that hold an upgraded socket.  Like the
  * kernel's select, *ts is left with the time that was not slept.
  */
@@ -614,6 +729,7 @@ int rsx_select_poll(int nfds, fd_set *r, fd_set *w, fd_set *e,
 		    struct timespec *ts, const sigset_t *ss)
 {
 	struct pollfd pfd[FD_SETSIZE];
+	struct rsx_select_call sc;
 	struct rsx_poll_save sv;
 	int64_t start = rsx_mono_ns(), left;
 	int fd, n = 0, i, ret, count = 0;
@@ -639,7 +755,10 @@ int rsx_select_poll(int nfds, fd_set *r, fd_set *w, fd_set *e,
 	ret = rsx_poll_enter(pfd, n, &sv);
 	if (ret < 0)
 		return ret;
-	ret = rsx_libc.ppoll(pfd, n, ts, ss);
+	sc.pfd = pfd;
+	sc.n = n;
+	sc.ts = ts;
+	ret = rsx_ready_spin(rsx_select_call, &sc, rsx_ready_ts_us(ts), ss);
 	if (ret < 0)
 		ret = -errno;
 	rsx_poll_leave(pfd, &sv);
@@ -696,4 +815,5 @@ void rsx_ready_fork_child(void)
 	if (rsx_watch)
 		memset(rsx_watch, 0, rsx_watch_cap * sizeof(*rsx_watch));
 	atomic_store(&rsx_watch_busy, NULL);
+	atomic_store(&rsx_watch_live, 0);
 }

@@ -99,5 +99,24 @@ int rsx_sock_ready_wanted(const struct rsx_sock *s);
 void rsx_sock_ready_event(struct rsx_sock *s, int chan, uint32_t tcp_ev);
 /* Recomputes what x shows (under s->lock). */
 void rsx_sock_ready_sync(struct rsx_sock *s);
+int rsx_sock_ready_spin(struct rsx_sock *s);
+
+/*
+ * The program's wait, for rsx_ready_spin(): with wait 0 it must not sleep
+ * (and keeps the thread's signal mask), with wait 1 it is the program's
+ * own call, under mask when mask is not NULL.  Returns what that returns,
+ * with errno.
+ */
+typedef int rsx_ready_call(void *arg, int wait, const sigset_t *mask);
+int rsx_ready_spin(rsx_ready_call *call, void *arg, int64_t timeout_us,
+		   const sigset_t *ss);
+
+/* A wait's timeout in us for rsx_ready_spin(): -1 none, 0 no wait. */
+static inline int64_t rsx_ready_ts_us(const struct timespec *ts)
+{
+	if (!ts)
+		return -1;
+	return (int64_t)ts->tv_sec * 1000000 + ts->tv_nsec / 1000;
+}
 
 #endif

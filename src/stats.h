@@ -48,6 +48,8 @@
 	X(sleeps)		/* waits on the completion channel */	\
 	X(ready_on)		/* upgraded sockets given a poll stand-in */ \
 	X(ready_events)		/* watcher wakeups for those */		\
+	X(spin_waits)		/* poll/select/epoll waits that spun first */ \
+	X(spin_wakes)		/* ... and found an event while spinning */ \
 	X(fallback_probe)	/* stayed TCP: probe said no or not yet */ \
 	X(probes_sent) X(probe_yes) X(probe_no)				\
 	X(probes_answered)	/* responder: probes rejected as rsockx */ \

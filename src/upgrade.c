@@ -156,8 +156,11 @@ static int rsx_timeout_left(int fd)
  * fires, with s->lock dropped.  Returns fd's revents (0 when another thread
  * did the polling), or -EINTR.  See struct rsx_conn for why only one thread
  * polls a connection.  The TCP end (POLLRDHUP) is noted here for all.
+ * With mask (signals held back during a spin, rsx_guard_signals) the sleep
+ * takes that mask.
  */
-static int rsx_sleep(struct rsx_sock *s, int fd, short events)
+static int rsx_sleep(struct rsx_sock *s, int fd, short events,
+		     const sigset_t *mask)
 {
 	struct rsx_conn *c = s->conn;
 	struct pollfd pfd[3];
@@ -165,11 +168,16 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events)
 	uint32_t gen;
 	int ret, rev;
 
-	struct timespec until;
+	struct timespec until, ts;
 	int timeout = rsx_timeout_left(fd);
 
 	if (timeout == 0)
 		return -EAGAIN;		/* SO_RCVTIMEO/SO_SNDTIMEO ran out */
+	if (mask && (!c || c->polling)) {
+		/* these sleeps cannot take a mask: let the signals in */
+		rsx_guard_signals_end(mask);
+		mask = NULL;
+	}
 	if (!c) {
 		pfd[0].fd = fd;
 		pfd[0].events = events;
@@ -227,7 +235,14 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events)
 	pfd[0].revents = pfd[1].revents = pfd[2].revents = 0;
 	rsx_stat_inc(RSX_STAT_sleeps);
 	pthread_mutex_unlock(&s->lock);
-	ret = rsx_libc.poll(pfd, c->qp_ready ? 3 : 2, timeout);
+	if (mask) {
+		ts.tv_sec = timeout / 1000;
+		ts.tv_nsec = (long)(timeout % 1000) * 1000000;
+		ret = rsx_libc.ppoll(pfd, c->qp_ready ? 3 : 2,
+				     timeout < 0 ? NULL : &ts, mask);
+	} else {
+		ret = rsx_libc.poll(pfd, c->qp_ready ? 3 : 2, timeout);
+	}
 	pthread_mutex_lock(&s->lock);
 	if (ret < 0)
 		ret = errno == EINTR ? -EINTR : 0;
@@ -694,7 +709,7 @@ static int rsx_peer_gone(const struct rsx_conn *c)
  */
 #define RSX_SPIN_CLOCK_EVERY	16
 
-static int rsx_spin(struct rsx_conn *c)
+static int rsx_spin(struct rsx_conn *c, const sigset_t *mask)
 {
 	uint64_t t0 = rsx_now_us();
 	unsigned int i;
@@ -703,7 +718,8 @@ static int rsx_spin(struct rsx_conn *c)
 		if (rsx_conn_poll(c))
 			return 1;
 		if (i % RSX_SPIN_CLOCK_EVERY == 0 &&
-		    rsx_now_us() - t0 >= rsx_config.spin_us)
+		    (rsx_now_us() - t0 >= rsx_config.spin_us ||
+		     rsx_guard_signalled(mask)))
 			return 0;
 	}
 }
@@ -711,23 +727,33 @@ static int rsx_spin(struct rsx_conn *c)
 /*
  * Waits for progress on an upgraded socket: a completion, TCP data when
  * want_tcp (before the peer's cut-over), and always the TCP end, which
- * POLLRDHUP reports even while unread TCP bytes are queued.
+ * POLLRDHUP reports even while unread TCP bytes are queued.  Signals are
+ * held back while it spins (rsx_guard_signals).
  */
 static int rsx_wait_conn(struct rsx_sock *s, int fd, int want_tcp)
 {
 	struct rsx_conn *c = s->conn;
+	sigset_t old, *mask = NULL;
 	short events = 0;
 	int ret;
 
-	if (rsx_config.spin_us && c->qp_ready && rsx_spin(c))
-		return 0;
+	if (rsx_config.spin_us && c->qp_ready) {
+		mask = &old;
+		rsx_guard_signals(mask);
+		if (rsx_spin(c, mask)) {
+			rsx_guard_signals_end(mask);
+			return 0;
+		}
+	}
 	if (want_tcp)
 		events |= POLLIN;
 	if (!c->tcp_eof)
 		events |= POLLRDHUP;
 	if (c->peer_down && c->tx_resend < c->tx_head)
 		events |= POLLOUT;
-	ret = rsx_sleep(s, fd, events);
+	ret = rsx_sleep(s, fd, events, mask);
+	if (mask)
+		rsx_guard_signals_end(mask);
 	return ret < 0 ? ret : 0;
 }
 
@@ -883,7 +909,7 @@ static ssize_t rsx_up_send(struct rsx_sock *s, int fd, const struct iovec *iov,
 				return sent ? (ssize_t)sent : n;
 			if (nonblock)
 				return sent ? (ssize_t)sent : -EAGAIN;
-			ret = rsx_sleep(s, fd, POLLOUT);
+			ret = rsx_sleep(s, fd, POLLOUT, NULL);
 			if (ret < 0)
 				return sent ? (ssize_t)sent : ret;
 			continue;
@@ -1012,7 +1038,8 @@ static ssize_t rsx_sock_io(int fd, const struct iovec *iov, int iovcnt,
 			break;
 		if (!send && s->partial_since)
 			usleep(1000);	/* a message's start is in: its rest is due */
-		else if ((ret = rsx_sleep(s, fd, send ? POLLOUT : POLLIN)) < 0)
+		else if ((ret = rsx_sleep(s, fd, send ? POLLOUT : POLLIN,
+					  NULL)) < 0)
 			break;
 		ret = -EAGAIN;
 	}
@@ -1142,11 +1169,21 @@ void rsx_sock_ready_sync(struct rsx_sock *s)
 	rsx_ready_show(s, &st);
 }
 
+/* A thread asleep in rsx_sleep() may have lost its completions to us. */
+static void rsx_ready_kick(struct rsx_sock *s)
+{
+	struct rsx_conn *c = s->conn;
+	uint64_t kick = 1;
+
+	if (c && c->polling &&
+	    rsx_libc.write(c->kick_fd, &kick, sizeof(kick)) < 0)
+		rsx_dbg("kick: %s", strerror(errno));
+}
+
 /* The watcher saw the completion channel (chan) or the TCP end fire. */
 void rsx_sock_ready_event(struct rsx_sock *s, int chan, uint32_t tcp_ev)
 {
 	struct rsx_conn *c = s->conn;
-	uint64_t kick = 1;
 
 	if (!s->rdy || !rsx_sock_ready_wanted(s))
 		return;
@@ -1157,11 +1194,24 @@ void rsx_sock_ready_event(struct rsx_sock *s, int chan, uint32_t tcp_ev)
 	    (tcp_ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
 		rsx_peer_closed(s);
 	rsx_sock_ready_sync(s);
-	/* a thread asleep in rsx_sleep() may have lost the event to us */
-	c = s->conn;
-	if (c && c->polling &&
-	    rsx_libc.write(c->kick_fd, &kick, sizeof(kick)) < 0)
-		rsx_dbg("kick: %s", strerror(errno));
+	rsx_ready_kick(s);
+}
+
+/*
+ * A thread spinning before its poll, select or epoll sleeps (ready.c)
+ * polls s's completion queue; what came in shows on the stand-in at once,
+ * without the watcher.  Under s->lock.  Returns 1 when anything came.
+ */
+int rsx_sock_ready_spin(struct rsx_sock *s)
+{
+	struct rsx_conn *c = s->conn;
+
+	if (!s->rdy || s->state != RSX_ST_UPGRADED || !c->qp_ready ||
+	    !rsx_conn_poll(c))
+		return 0;
+	rsx_sock_ready_sync(s);
+	rsx_ready_kick(s);
+	return 1;
 }
 
 /* Just upgraded: epoll registrations move to the stand-in. */

@@ -35,6 +35,7 @@ import hashlib
 import os
 import random
 import select
+import signal
 import socket
 import sys
 import time
@@ -654,6 +655,73 @@ def lowat_client(host, port):
     s.close()
 
 
+# signal ------------------------------------------------------------------
+class Alarm(Exception):
+    pass
+
+
+def signal_server(ls):
+    conn, _ = ls.accept()
+    if conn.recv(1) != b"h":
+        fail("signal server: no hello")
+    conn.sendall(b"h")
+    for _ in range(4):              # one round for each way of waiting
+        if conn.recv(1) != b"r":
+            fail("signal server: no 'r'")
+        time.sleep(0.3)
+        conn.sendall(b"x")
+    if conn.recv(1) != b"":
+        fail("signal server: no EOF")
+    conn.close()
+
+
+def signal_client(host, port):
+    """Run under a 1 s spin (ready.sh).  A signal that comes while a wait
+    (epoll, poll, select, or a blocking recv) spins ends it at once with
+    EINTR, which lets the handler's exception out: a handler run during
+    the spin and a wait asleep after it would hang here.  Data that comes
+    during the spin ends it too."""
+    s = connect(host, port)
+    s.sendall(b"h")
+    if s.recv(1) != b"h":
+        fail("signal client: no hello")
+
+    def alarm(signum, frame):
+        raise Alarm()
+    signal.signal(signal.SIGALRM, alarm)
+    ep = select.epoll()
+    ep.register(s, select.EPOLLIN)
+    p = select.poll()
+    p.register(s, select.POLLIN)
+    waits = (("epoll", ep.poll), ("poll", p.poll),
+             ("select", lambda: select.select([s], [], [])[0]),
+             ("recv", lambda: s.recv(1)))
+    for name, wait in waits:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        t = time.monotonic()
+        try:
+            r = wait()
+            fail("signal client: %s returned %r on an idle socket"
+                 % (name, r))
+        except Alarm:
+            pass
+        dt = time.monotonic() - t
+        if dt > 0.8:
+            fail("signal client: %s: the signal waited %.2f s for the "
+                 "spin to end" % (name, dt))
+        s.send(b"r")
+        r = wait()
+        if not r:
+            fail("signal client: %s: no data reported" % name)
+        if name != "recv":
+            r = s.recv(1)
+        if r != b"x":
+            fail("signal client: %s: wrong byte %r" % (name, r))
+        print("ready.py: signal client: %s ended by the signal after "
+              "%.3f s" % (name, dt))
+    s.close()
+
+
 def main():
     scen, role, host, port = sys.argv[1:5]
     port = int(port)
@@ -671,7 +739,8 @@ def main():
              "aliases": blocking_echo,
              "prefork": prefork_server, "forkconn": forkconn_server,
              "forkinherit": forkinherit_server,
-             "timing": timing_server, "lowat": lowat_server}[scen](ls)
+             "timing": timing_server, "lowat": lowat_server,
+             "signal": signal_server}[scen](ls)
     else:
         if scen == "asyncio":
             asyncio.run(aecho_client(host, port, seed))
@@ -690,6 +759,8 @@ def main():
                                            "forkinherit": 1}[scen])
         elif scen == "lowat":
             lowat_client(host, port)
+        elif scen == "signal":
+            signal_client(host, port)
         else:
             timing_client(host, port)
     print("ready.py: ok %s %s" % (scen, role), flush=True)

@@ -15,10 +15,12 @@ in_vm || skip_all "runs only in the test VM (tests/vm/run.sh)"
 READY_PY=$abs_top_srcdir/tests/rdma/ready.py
 printf 'rdma connect * *\n' >"$tmpdir/rdma.conf"
 
-# scenario NAME MINPKTS [blocking]: server on B, client on A; results in $tmpdir/NAME.*
+# scenario NAME MINPKTS [blocking] [VAR=VALUE...]: server on B, client on A
+# (the variables in the client's environment); results in $tmpdir/NAME.*
 # READY_ONLY="a b": run just those (by hand).
 scenario() {
 	local name=$1 min=$2 mode=${3:-} port spid rc=0 s
+	shift $(($# < 3 ? $# : 3))
 	case " ${READY_ONLY:-$name} " in *" $name "*) ;; *) return ;; esac
 	port=$(vm_port)
 	rm -f "$tmpdir/$name".[sc]stats
@@ -31,7 +33,7 @@ scenario() {
 	s=$(rxe_snap)
 	timeout 150 env LD_PRELOAD="$RSOCKX_PRELOAD" \
 		RSOCKX_CONF="$tmpdir/rdma.conf" \
-		RSOCKX_STATS_FILE="$tmpdir/$name.cstats" READY_BIND=$HOST_A \
+		RSOCKX_STATS_FILE="$tmpdir/$name.cstats" READY_BIND=$HOST_A "$@" \
 		"$PYTHON" "$READY_PY" "$name" client $HOST_B "$port" \
 		>"$tmpdir/$name.client" 2>&1 || rc=1
 	reap $spid 60 || rc=1
@@ -57,6 +59,14 @@ scenario lowat 5
 scenario epmisc 5
 scenario threads 100
 scenario aliases 20 blocking
+# A 1 s spin in the client's epoll, poll, select and blocking recv: a
+# signal during it interrupts the wait at once, and data during it ends
+# the wait unslept.
+scenario signal 5 "" RSOCKX_SPIN_US=1000000
+spun=$(stat_of "$tmpdir/signal.cstats" spin_waits)
+woke=$(stat_of "$tmpdir/signal.cstats" spin_wakes)
+check "signal: the waits spun ($spun), and data ended three of them ($woke)" \
+	test "$spun" -ge 6 -a "$woke" -ge 3
 # fork: connections accepted in pre-forked workers, or handed to a child
 # before their first byte, are upgraded in that process; a child's use of
 # a connection its parent upgraded fails with EIO (fallback_fork)
