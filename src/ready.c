@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,6 +40,22 @@ static int rsx_watch_state;	/* 0 not started, 1 running, -errno failed */
 static _Atomic(struct rsx_sock *) rsx_watch_busy;
 /* Sockets in the table, for the spin's choice (rsx_ready_spin). */
 static _Atomic uint32_t rsx_watch_live;
+/*
+ * Lazy arming (ARCHITECTURE item 11).  Threads asleep in a poll, select or
+ * epoll wait, or about to be: while there are none, a connection's CQ is
+ * not re-armed after its event, and what comes in is taken by the
+ * program's own calls and waits, without waking the watcher.  unarmed:
+ * some CQ was left so; forever: the watcher sleeps without a timeout and
+ * must be kicked (kick_fd) to run its backstop.
+ */
+static _Atomic int rsx_ready_sleepers;
+static _Atomic int rsx_watch_unarmed;
+static _Atomic int rsx_watch_forever;
+static int rsx_watch_kick_fd = -1;
+#define RSX_WATCH_KICK_KEY	UINT64_MAX
+#define RSX_WATCH_BACKSTOP_MS	10
+/* Waits spin and arm while the process watches at most this many. */
+#define RSX_SPIN_CONNS_MAX	64
 
 #define RSX_WATCH_BATCH 64
 #define RSX_BLOCK_LEN 1024	/* fills x's minimal send buffer */
@@ -69,16 +86,46 @@ static void rsx_watch_one(uint64_t key, uint32_t events)
 	atomic_store(&rsx_watch_busy, NULL);
 }
 
+static struct rsx_sock *rsx_watch_next(uint32_t *i);
+static void rsx_watch_done(struct rsx_sock *s);
+
+/*
+ * The backstop of lazy arming: a program that sleeps where rsockx does not
+ * see it (a raw system call, a poll on an epoll set) would wait for CQs
+ * that raise no event.  RSX_WATCH_BACKSTOP_MS after one was left unarmed,
+ * the watcher arms every CQ; then it sleeps for good until one is left
+ * unarmed again.  Such a program waits at most that long more.
+ */
+static void rsx_watch_backstop(void)
+{
+	struct rsx_sock *s;
+	uint32_t i = 0;
+
+	while ((s = rsx_watch_next(&i))) {
+		pthread_mutex_lock(&s->lock);
+		rsx_sock_ready_arm(s);
+		pthread_mutex_unlock(&s->lock);
+		rsx_watch_done(s);
+	}
+}
+
 static void *rsx_watch_thread(void *arg)
 {
 	struct epoll_event ev[RSX_WATCH_BATCH];
-	int n, i;
+	uint64_t kick;
+	int n, i, forever;
 
 	(void)arg;
 	rsx_guard_enter();	/* for good: this thread is all ours */
 	for (;;) {
+		/* forever first, then unarmed: see rsx_ready_arm_now() */
+		atomic_store(&rsx_watch_forever, 1);
+		forever = !atomic_load(&rsx_watch_unarmed);
+		if (!forever)
+			atomic_store(&rsx_watch_forever, 0);
 		n = rsx_libc.epoll_wait(rsx_watch_epfd, ev, RSX_WATCH_BATCH,
-					-1);
+					forever ? -1 : RSX_WATCH_BACKSTOP_MS);
+		atomic_store(&rsx_watch_forever, 0);
 		if (n < 0) {
 			if (errno != EINTR) {
 				rsx_info("readiness watcher: epoll_wait: %s",
@@ -87,15 +134,47 @@ static void *rsx_watch_thread(void *arg)
 			}
 			continue;
 		}
-		for (i = 0; i < n; i++)
-			rsx_watch_one(ev[i].data.u64, ev[i].events);
+		if (n == 0 && !forever) {
+			atomic_store(&rsx_watch_unarmed, 0);
+			rsx_watch_backstop();
+		}
+		for (i = 0; i < n; i++) {
+			if (ev[i].data.u64 == RSX_WATCH_KICK_KEY)
+				rsx_libc.read(rsx_watch_kick_fd, &kick,
+					      sizeof(kick));
+			else
+				rsx_watch_one(ev[i].data.u64, ev[i].events);
+		}
 	}
 	return NULL;
+}
+
+/*
+ * Whether a connection's CQ must be armed now (under its lock, with its
+ * event consumed): when a thread sleeps or is about to, or when waits
+ * would not arm it (too many connections for them).  Otherwise the
+ * watcher's backstop hears of it.
+ */
+int rsx_ready_arm_now(void)
+{
+	uint64_t one = 1;
+
+	if (atomic_load(&rsx_ready_sleepers) ||
+	    atomic_load_explicit(&rsx_watch_live, memory_order_relaxed) >
+	    RSX_SPIN_CONNS_MAX)
+		return 1;
+	if (!atomic_exchange(&rsx_watch_unarmed, 1) &&
+	    atomic_load(&rsx_watch_forever) &&
+	    rsx_libc.write(rsx_watch_kick_fd, &one, sizeof(one)) < 0)
+		rsx_dbg("watcher kick: %s", strerror(errno));
+	return 0;
 }
 
 /* Under rsx_watch_lock. */
 static int rsx_watch_start(void)
 {
+	struct epoll_event ev = { .events = EPOLLIN,
+				  .data.u64 = RSX_WATCH_KICK_KEY };
 	int ret;
 
 	if (rsx_watch_state)
@@ -105,15 +184,28 @@ static int rsx_watch_start(void)
 		rsx_watch_state = -errno;
 		return rsx_watch_state;
 	}
-	ret = rsx_guard_thread(rsx_watch_thread);
-	if (ret) {
-		rsx_info("readiness watcher: cannot start: %s", strerror(-ret));
-		rsx_libc.close(rsx_watch_epfd);
-		rsx_watch_epfd = -1;
-		return ret;	/* tried again next time */
+	rsx_watch_kick_fd = rsx_fd_move_high(eventfd(0, EFD_NONBLOCK |
+						     EFD_CLOEXEC));
+	if (rsx_watch_kick_fd < 0 ||
+	    rsx_libc.epoll_ctl(rsx_watch_epfd, EPOLL_CTL_ADD,
+			       rsx_watch_kick_fd, &ev)) {
+		ret = -errno;
+		goto err_kick;
 	}
+	ret = rsx_guard_thread(rsx_watch_thread);
+	if (ret)
+		goto err_kick;
 	rsx_watch_state = 1;
 	return 0;
+
+err_kick:
+	rsx_info("readiness watcher: cannot start: %s", strerror(-ret));
+	if (rsx_watch_kick_fd >= 0)
+		rsx_libc.close(rsx_watch_kick_fd);
+	rsx_watch_kick_fd = -1;
+	rsx_libc.close(rsx_watch_epfd);
+	rsx_watch_epfd = -1;
+	return ret;	/* tried again next time */
 }
 
 /* Under rsx_watch_lock: a free slot for s, the table grown if need be. */
@@ -342,11 +434,15 @@ void rsx_ready_off(struct rsx_sock *s, int restore)
 		rsx_ready_free(r);
 }
 
-/* s is about to be freed (no lock held): the watcher must be done with it. */
+/*
+ * s is about to be freed (no lock held, out of the table): the watcher and
+ * the spinning waits must be done with it.
+ */
 void rsx_ready_quiesce(struct rsx_sock *s)
 {
 	while (atomic_load_explicit(&rsx_watch_busy, memory_order_acquire) ==
-	       s)
+	       s ||
+	       atomic_load_explicit(&s->spinners, memory_order_acquire))
 		sched_yield();
 }
 
@@ -633,37 +729,55 @@ static int64_t rsx_mono_ns(void)
  * the spin, which the kernel's timeouts allow, and the spin no longer than
  * the timeout.
  */
-#define RSX_SPIN_CONNS_MAX	64
 #define RSX_SPIN_ASK_EVERY	16
 
-/* The next watched socket from *i on, with a reference; NULL at the end. */
+/*
+ * The next watched socket from *i on, NULL at the end; rsx_watch_done()
+ * when done with it.  Not a reference, which would make the program's
+ * close() of its last descriptor look like not the last one (track.c),
+ * skipping the FIN: s counts the thread as a spinner instead, and
+ * rsx_ready_quiesce() lets it be freed only once none is left.  Until
+ * then a spinner finds s->rdy gone under s->lock and does nothing.
+ */
 static struct rsx_sock *rsx_watch_next(uint32_t *i)
 {
 	struct rsx_sock *s = NULL;
 
 	pthread_mutex_lock(&rsx_watch_lock);
-	for (; *i < rsx_watch_cap && !s; (*i)++) {
+	for (; *i < rsx_watch_cap && !s; (*i)++)
 		s = rsx_watch[*i].s;
-		if (s && !rsx_sock_tryget(s))
-			s = NULL;	/* being freed */
-	}
+	if (s)
+		atomic_fetch_add(&s->spinners, 1);
 	pthread_mutex_unlock(&rsx_watch_lock);
 	return s;
 }
 
-/* Every watched connection polled once: 1 when any took something in. */
-static int rsx_spin_round(void)
+static void rsx_watch_done(struct rsx_sock *s)
+{
+	atomic_fetch_sub_explicit(&s->spinners, 1, memory_order_release);
+}
+
+/*
+ * Every watched connection polled once: 1 when any took something in.
+ * With arm, before a sleep: each one synced under its lock, waiting for it
+ * (with a sleeper counted, that arms its CQ).
+ */
+static int rsx_spin_round(int arm)
 {
 	struct rsx_sock *s;
 	uint32_t i = 0;
 	int moved = 0;
 
 	while ((s = rsx_watch_next(&i))) {
-		if (!pthread_mutex_trylock(&s->lock)) {
+		if (arm) {
+			pthread_mutex_lock(&s->lock);
+			rsx_sock_ready_sync(s);
+			pthread_mutex_unlock(&s->lock);
+		} else if (!pthread_mutex_trylock(&s->lock)) {
 			moved |= rsx_sock_ready_spin(s);
 			pthread_mutex_unlock(&s->lock);
 		}
-		rsx_sock_put(s);
+		rsx_watch_done(s);
 	}
 	return moved;
 }
@@ -673,36 +787,52 @@ int rsx_ready_spin(rsx_ready_call *call, void *arg, int64_t timeout_us,
 {
 	uint32_t live = atomic_load_explicit(&rsx_watch_live,
 					     memory_order_relaxed);
+	const sigset_t *mask = ss;
+	int64_t until, spin = rsx_config.spin_us;
 	sigset_t old;
-	int64_t until;
 	unsigned int i;
-	int ret;
+	int ret, held = 0;
 
-	if (likely(!live) || live > RSX_SPIN_CONNS_MAX || !timeout_us ||
-	    !rsx_config.spin_us || rsx_guarded())
+	if (likely(!live) || live > RSX_SPIN_CONNS_MAX || rsx_guarded())
+		return call(arg, 1, ss);
+	/* what came in while the program was busy, unarmed */
+	rsx_spin_round(0);
+	if (!timeout_us)
 		return call(arg, 1, ss);
 	ret = call(arg, 0, NULL);
 	if (ret)
 		return ret;
-	rsx_guard_signals(&old);
-	rsx_stat_inc(RSX_STAT_spin_waits);
-	if (timeout_us < 0 || timeout_us > rsx_config.spin_us)
-		timeout_us = rsx_config.spin_us;
-	until = rsx_mono_ns() + timeout_us * 1000;
-	for (i = 1;; i++) {
-		if (!rsx_spin_round() && i % RSX_SPIN_ASK_EVERY)
-			continue;
-		ret = call(arg, 0, NULL);
-		if (ret) {
-			rsx_stat_inc(RSX_STAT_spin_wakes);
-			goto out;
+	if (spin) {
+		rsx_guard_signals(&old);
+		held = 1;
+		mask = ss ? ss : &old;
+		rsx_stat_inc(RSX_STAT_spin_waits);
+		if (timeout_us > 0 && timeout_us < spin)
+			spin = timeout_us;
+		until = rsx_mono_ns() + spin * 1000;
+		for (i = 1;; i++) {
+			if (!rsx_spin_round(0) && i % RSX_SPIN_ASK_EVERY)
+				continue;
+			ret = call(arg, 0, NULL);
+			if (ret) {
+				rsx_stat_inc(RSX_STAT_spin_wakes);
+				goto out;
+			}
+			if (rsx_mono_ns() >= until ||
+			    rsx_guard_signalled(mask))
+				break;
 		}
-		if (rsx_mono_ns() >= until || rsx_guard_signalled(ss ? ss : &old))
-			break;
 	}
-	ret = call(arg, 1, ss ? ss : &old);
+	/* asleep from now on: every CQ must raise its event */
+	atomic_fetch_add(&rsx_ready_sleepers, 1);
+	rsx_spin_round(1);
+	ret = call(arg, 0, NULL);
+	if (!ret)
+		ret = call(arg, 1, mask);
+	atomic_fetch_sub(&rsx_ready_sleepers, 1);
 out:
-	rsx_guard_signals_end(&old);
+	if (held)
+		rsx_guard_signals_end(&old);
 	return ret;
 }
 
@@ -816,4 +946,10 @@ void rsx_ready_fork_child(void)
 		memset(rsx_watch, 0, rsx_watch_cap * sizeof(*rsx_watch));
 	atomic_store(&rsx_watch_busy, NULL);
 	atomic_store(&rsx_watch_live, 0);
+	atomic_store(&rsx_ready_sleepers, 0);
+	atomic_store(&rsx_watch_unarmed, 0);
+	atomic_store(&rsx_watch_forever, 0);
+	if (rsx_watch_kick_fd >= 0)
+		rsx_libc.close(rsx_watch_kick_fd);
+	rsx_watch_kick_fd = -1;
 }

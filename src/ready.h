@@ -100,6 +100,8 @@ void rsx_sock_ready_event(struct rsx_sock *s, int chan, uint32_t tcp_ev);
 /* Recomputes what x shows (under s->lock). */
 void rsx_sock_ready_sync(struct rsx_sock *s);
 int rsx_sock_ready_spin(struct rsx_sock *s);
+void rsx_sock_ready_arm(struct rsx_sock *s);
+int rsx_ready_arm_now(void);
 
 /*
  * The program's wait, for rsx_ready_spin(): with wait 0 it must not sleep

@@ -38,6 +38,7 @@ struct rsx_sock *rsx_sock_new(int kind, int family, int role)
 	s->conn = NULL;
 	s->probe_id = NULL;
 	s->rdy = NULL;
+	atomic_store(&s->spinners, 0);
 	s->rdy_retired = NULL;
 	s->nepreg = 0;
 	pthread_mutex_init(&s->lock, NULL);

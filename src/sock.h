@@ -76,6 +76,8 @@ struct rsx_sock {
 	struct rsx_conn *conn;
 	void *probe_id;		/* listener: its probe responder's CM id */
 	struct rsx_ready *rdy;	/* readiness stand-in, once waited on */
+	/* threads polling it from a wait (ready.c): freed once none is */
+	_Atomic uint32_t spinners;
 	struct rsx_ready *rdy_retired;	/* one a poll() may still sleep on */
 	uint8_t nepreg;
 	struct rsx_epreg epreg[RSX_EPREGS];

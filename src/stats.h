@@ -50,6 +50,7 @@
 	X(ready_events)		/* watcher wakeups for those */		\
 	X(spin_waits)		/* poll/select/epoll waits that spun first */ \
 	X(spin_wakes)		/* ... and found an event while spinning */ \
+	X(ready_backstops)	/* CQs the watcher armed, left unarmed */ \
 	X(fallback_probe)	/* stayed TCP: probe said no or not yet */ \
 	X(probes_sent) X(probe_yes) X(probe_no)				\
 	X(probes_answered)	/* responder: probes rejected as rsockx */ \

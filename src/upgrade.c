@@ -1126,9 +1126,9 @@ static void rsx_ready_state(struct rsx_sock *s, struct rsx_ready_state *st)
 }
 
 /*
- * Under s->lock: take in what has arrived, keep the CQ armed for the
- * watcher (an arm only reports completions after it: poll once more), and
- * show the result on the stand-in.
+ * Under s->lock: take in what has arrived, arm the CQ for the watcher
+ * when a thread sleeps (rsx_ready_arm_now; an arm only reports completions
+ * after it: poll once more), and show the result on the stand-in.
  */
 int rsx_sock_ready_wanted(const struct rsx_sock *s)
 {
@@ -1157,7 +1157,8 @@ void rsx_sock_ready_sync(struct rsx_sock *s)
 		return;
 	}
 	rsx_progress(s, s->rdy->tcp);
-	if (c->qp_ready && !c->armed && !c->err && !rsx_conn_arm(c))
+	if (c->qp_ready && !c->armed && !c->err && rsx_ready_arm_now() &&
+	    !rsx_conn_arm(c))
 		rsx_progress(s, s->rdy->tcp);
 	if (c->peer_down) {
 		if (rsx_down_settle(s, s->rdy->tcp))
@@ -1195,6 +1196,18 @@ void rsx_sock_ready_event(struct rsx_sock *s, int chan, uint32_t tcp_ev)
 		rsx_peer_closed(s);
 	rsx_sock_ready_sync(s);
 	rsx_ready_kick(s);
+}
+
+/* The watcher's backstop (ready.c): arm s's CQ if it is not. */
+void rsx_sock_ready_arm(struct rsx_sock *s)
+{
+	struct rsx_conn *c = s->conn;
+
+	if (!s->rdy || s->state != RSX_ST_UPGRADED || !c->qp_ready ||
+	    c->armed || c->err || rsx_conn_arm(c))
+		return;
+	rsx_stat_inc(RSX_STAT_ready_backstops);
+	rsx_sock_ready_sync(s);		/* what came before the arm */
 }
 
 /*
@@ -1493,6 +1506,7 @@ void rsx_fork_child_sockets(void)
 		if (!s || s->kind != RSX_SOCK_TCP)
 			continue;
 		pthread_mutex_init(&s->lock, NULL);
+		s->spinners = 0;	/* threads of the parent's */
 		s->probe_id = NULL;	/* the parent's responder */
 		/* the parent's stand-in (the watcher table is reset) */
 		rsx_ready_off(s, 0);

