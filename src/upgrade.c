@@ -1335,6 +1335,35 @@ int rsx_sock_shutdown(int fd, int how)
 }
 
 /*
+ * CLIENT_HELLO, and the program is done with the socket (close, exit) or
+ * hands it to a new one (exec): take the server's answer off TCP, waiting
+ * for it up to RSOCKX_LINGER_MS, and stay TCP (without our CUTOVER the
+ * server stays TCP too).  At an exec the answer must not reach the new
+ * program.  At a close, an answer left unread, or one that comes after
+ * it, makes the kernel reset the connection, and the server loses what it
+ * had not read yet of the bytes we sent: a client that only writes and
+ * closes before the server answered (a slow server) lost the tail of its
+ * stream that way.  An EOF from the server ends the wait at once.
+ */
+static int rsx_client_hello_settle(struct rsx_sock *s, int fd)
+{
+	int64_t deadline = rsx_now_ms() + rsx_config.linger_ms;
+	struct rsx_hello h;
+	int ret;
+
+	while ((ret = rsx_peek_msg(s, fd, &h)) == -EAGAIN) {
+		if (rsx_now_ms() > deadline)
+			return -ETIMEDOUT;
+		rsx_wait_in(s, fd, 10);
+	}
+	if (ret > 0 && h.nonce == s->conn->nonce &&
+	    (h.type == RSX_MSG_ACK || h.type == RSX_MSG_NAK))
+		rsx_consume_msg(fd);
+	rsx_to_tcp(s, RSX_STAT_COUNT);
+	return 0;
+}
+
+/*
  * The last descriptor of an upgraded socket is about to be closed: every
  * byte the application sent must reach the peer's ring before the TCP
  * connection (whose EOF the peer takes as the end) goes away.
@@ -1344,6 +1373,8 @@ void rsx_sock_close_last(struct rsx_sock *s, int fd)
 	pthread_mutex_lock(&s->lock);
 	if (s->state == RSX_ST_UPGRADED)
 		rsx_finish(s, fd, rsx_config.linger_ms);
+	else if (s->state == RSX_ST_CLIENT_HELLO)
+		rsx_client_hello_settle(s, fd);
 	/*
 	 * After the peer's DOWNGRADE a socket settles back to TCP on the
 	 * way out of a call that finds no other thread in one; two threads
@@ -1374,31 +1405,10 @@ void rsx_exit_flush(void)
 			continue;
 		if (s->state == RSX_ST_UPGRADED)
 			rsx_finish(s, fd, rsx_config.linger_ms);
+		else if (s->state == RSX_ST_CLIENT_HELLO)
+			rsx_client_hello_settle(s, fd);
 		pthread_mutex_unlock(&s->lock);
 	}
-}
-
-/*
- * CLIENT_HELLO before an exec: the answer must not reach the new program.
- * Take it off TCP (waiting for it a while) and stay TCP: without our
- * CUTOVER the server stays TCP too.
- */
-static int rsx_exec_client_hello(struct rsx_sock *s, int fd)
-{
-	int64_t deadline = rsx_now_ms() + rsx_config.linger_ms;
-	struct rsx_hello h;
-	int ret;
-
-	while ((ret = rsx_peek_msg(s, fd, &h)) == -EAGAIN) {
-		if (rsx_now_ms() > deadline)
-			return -ETIMEDOUT;
-		rsx_wait_in(s, fd, 10);
-	}
-	if (ret > 0 && h.nonce == s->conn->nonce &&
-	    (h.type == RSX_MSG_ACK || h.type == RSX_MSG_NAK))
-		rsx_consume_msg(fd);
-	rsx_to_tcp(s, RSX_STAT_COUNT);
-	return 0;
 }
 
 /*
@@ -1445,7 +1455,7 @@ int rsx_sock_exec_downgrade(struct rsx_sock *s, int fd)
 		usleep(1000);
 	}
 	if (s->state == RSX_ST_CLIENT_HELLO && s->conn) {
-		ret = rsx_exec_client_hello(s, fd);
+		ret = rsx_client_hello_settle(s, fd);
 		goto out;
 	}
 	c = s->conn;

@@ -45,6 +45,12 @@ case_ c2s up "$SRV" "$CLI" $HOST_B $HOST_A -d c2s -n 3000000
 # the server only sends: it waits a little after accept() for the HELLO
 # (otherwise it speaks first and stays TCP, server-speaks-first below)
 case_ s2c up "$SRV" "$CLI" $HOST_B $HOST_A -d s2c -n 3000000 -w 200
+# A client that only writes, and closes before the server's answer to its
+# HELLO has come (the server reads only after 300 ms): its close waits for
+# the answer and takes it off TCP; left unread, the kernel would reset the
+# connection and the server lose the tail of the stream.
+check "close-before-answer: every byte right" stream_pair close-before-answer \
+	"$SRV" "$CLI" $HOST_B $HOST_A -d c2s -n 200000 -w 300
 case_ halfclose up "$SRV" "$CLI" $HOST_B $HOST_A -H -n 20000000 -M 262144
 case_ unread up "$SRV" "$CLI" $HOST_B $HOST_A -u -n 1000000
 case_ tiny-pieces up "$SRV" "$CLI" $HOST_B $HOST_A -M 1 -n 30000
