@@ -26,8 +26,10 @@ check "rsockx server: first connection stayed TCP while asking" \
 	test "$(stat_of $out.cstats fallback_probe)" = 1
 check "rsockx server: the two later connections upgraded" \
 	test "$(stat_of $out.cstats upgraded)" = 2 -a "$(stat_of $out.sstats upgraded)" = 2
+# (one direction may have sent all of its 1 MB on TCP while the answer was
+# out, on a loaded machine: the sum, not each side)
 check "rsockx server: bytes went over RDMA" \
-	test "$(stat_of $out.sstats rdma_rx_bytes)" -gt 0 -a "$(stat_of $out.cstats rdma_rx_bytes)" -gt 0
+	test $(($(stat_of $out.sstats rdma_rx_bytes) + $(stat_of $out.cstats rdma_rx_bytes))) -gt 1000000
 rdma_crossed "rsockx server: rxe0 and rxe1 carried it" "$s" 10
 
 check "plain server: 3 connections, every byte right" \
