@@ -122,8 +122,9 @@ def client(addr, port, bind, mode, out):
     s.sendall(up_bytes()[:UP1])
     # Let the server cut over first: its sender sleeps on a full TCP buffer
     # until our CUTOVER wakes it, and under load (CI) that took longer than
-    # our sends, so the exec came before any byte of its went over RDMA.
-    time.sleep(1)
+    # our sends, so the exec came before any byte of its went over RDMA
+    # (once with 1 s here, CI's VM being several times slower than usual).
+    time.sleep(3)
     s.set_inheritable(True)
     if mode == "exec":
         os.execv(sys.executable, [sys.executable, __file__, "rest",
