@@ -62,8 +62,16 @@ scenario aliases 20 blocking
 # A wait rsockx does not see (a raw epoll_wait system call): the watcher's
 # backstop arms the CQ the program left unarmed, and the arrival wakes it.
 scenario raw 3
-check "raw: the watcher armed the CQ the program had left unarmed" \
-	test "$(stat_of "$tmpdir/raw.cstats" ready_backstops)" -ge 1
+# Under ASan the slower hello exchange can leave the CQ armed by its own
+# blocking recv; the wait must end all the same (checked above), but the
+# backstop then had nothing to arm.
+case $RSOCKX_PRELOAD in
+*libasan*)
+	skip "raw: backstop count not checked under ASan (the CQ may be armed)" ;;
+*)
+	check "raw: the watcher armed the CQ the program had left unarmed" \
+		test "$(stat_of "$tmpdir/raw.cstats" ready_backstops)" -ge 1 ;;
+esac
 # A 1 s spin in the client's epoll, poll, select and blocking recv: a
 # signal during it interrupts the wait at once, and data during it ends
 # the wait unslept.
