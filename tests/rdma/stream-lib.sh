@@ -44,10 +44,10 @@ stream_run() {
 	local envs=$1 stats=$2
 	shift 2
 	if [ "$envs" = - ]; then
-		timeout 120 "$@"
+		bounded 120 "$@"
 	else
 		# shellcheck disable=SC2086
-		timeout 120 env LD_PRELOAD="$RSOCKX_PRELOAD" \
+		bounded 120 env LD_PRELOAD="$RSOCKX_PRELOAD" \
 			RSOCKX_STATS_FILE="$stats" $envs "$@"
 	fi
 }

@@ -464,7 +464,10 @@ static void run(int fd)
 		exit(3);
 	}
 	if (tx.err || rx.err) {
-		fprintf(stderr, "rsx-stream: %s\n", tx.err ? tx.err : rx.err);
+		struct side *bad = tx.err ? &tx : &rx;
+
+		fprintf(stderr, "rsx-stream: %s (%s) after %llu bytes\n",
+			bad->err, end_name(bad), (unsigned long long)bad->done);
 		exit(1);
 	}
 	printf("rsx-stream: ok %s sent=%llu received=%llu tx=%016llx "

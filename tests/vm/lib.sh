@@ -192,6 +192,49 @@ xfer_preloaded() {
 	sed -n 's/^\(server\|client\) preloaded: //p' "$tmpdir/$1.server" "$tmpdir/$1.client" | sort -u | tr '\n' ' '
 }
 
+# hang_report PID: where PID and the processes below it (two levels: a
+# timeout or env in between) are stuck, printed before a test kills them:
+# each thread's kernel wait channel and system call (number, first args),
+# the library's own view of their connections (rsockx-stat), and their TCP
+# sockets' queues.  A hang in CI is then diagnosable from the log alone.
+hang_report() {
+	local p t kids stat=$abs_top_builddir/tools/rsockx-stat
+	kids=$(pgrep -P "$1" 2>/dev/null)
+	for p in $1 $kids $(for t in $kids; do pgrep -P "$t"; done); do
+		[ -r "/proc/$p/cmdline" ] || continue
+		echo "hang: pid $p: $(tr '\0' ' ' <"/proc/$p/cmdline" | cut -c1-120)"
+		for t in /proc/$p/task/*; do
+			echo "hang:   task ${t##*/}: $(cat "$t/wchan" 2>/dev/null)" \
+				"syscall $(cut -d' ' -f1-3 "$t/syscall" 2>/dev/null)"
+		done
+		[ -x "$stat" ] && "$stat" -C -d -p "$p" 2>&1 | sed 's/^/hang:   /'
+		ss -tnpi 2>/dev/null | grep -A1 "pid=$p," | sed 's/^/hang:   /'
+	done
+}
+
+# bounded SECONDS CMD...: CMD under timeout(1), with a hang_report a few
+# seconds before timeout kills it.
+bounded() {
+	local secs=$1 p w rc=0
+	shift
+	timeout "$secs" "$@" &
+	p=$!
+	(
+		local n=$((secs > 10 ? secs - 3 : secs)) sp
+		trap 'kill $sp 2>/dev/null; exit 0' TERM
+		sleep "$n" &
+		sp=$!
+		wait "$sp"
+		echo "bounded: still running after $n s: $*"
+		hang_report "$p"
+	) >&2 &
+	w=$!
+	wait "$p" || rc=$?
+	kill "$w" 2>/dev/null
+	wait "$w" 2>/dev/null
+	return "$rc"
+}
+
 # reap PID [SECONDS]: wait for a background server to finish, at most
 # SECONDS (default 10; a client that failed leaves its server waiting
 # forever): then kill it and fail.  Returns the server's exit status.
@@ -203,6 +246,7 @@ reap() {
 	done
 	if kill -0 "$pid" 2>/dev/null; then
 		echo "reap: $pid still running after ${2:-10}s, killed" >&2
+		hang_report "$pid" >&2
 		kill "$pid" 2>/dev/null
 		wait "$pid" 2>/dev/null
 		return 1
