@@ -19,6 +19,7 @@ import os
 import random
 import selectors
 import socket
+import struct
 import sys
 import threading
 import time
@@ -114,17 +115,43 @@ def rest(s, out):
     s.shutdown(socket.SHUT_WR)
 
 
+def own_counter(name):
+    """One of this process's rsockx counters, from the statistics region
+    the library publishes (src/statshm.h: the header's counter count, name
+    length and the offsets of the names and of the values)."""
+    with open("/dev/shm/rsockx.%d" % os.getpid(), "rb") as f:
+        b = f.read()
+    n, nlen, noff, coff = struct.unpack_from("<4I", b, 16)
+    for i in range(n):
+        if b[noff + i * nlen:noff + (i + 1) * nlen].rstrip(b"\0") == \
+                name.encode():
+            return struct.unpack_from("<Q", b, coff + 8 * i)[0]
+    raise KeyError(name)
+
+
+def wait_server_cutover(s):
+    """Waits until a byte of the server came over RDMA: the exec must find
+    server bytes in our ring.  The server's sender sleeps on a full TCP
+    buffer until our CUTOVER wakes it, which under CI's load took longer
+    than our sends.  A peek lets the library take its completions in."""
+    deadline = time.monotonic() + 60
+    while own_counter("rdma_rx_bytes") == 0:
+        if time.monotonic() > deadline:
+            sys.exit("exec.py client: no server byte over RDMA in 60 s")
+        try:
+            s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            pass
+        time.sleep(0.02)
+
+
 def client(addr, port, bind, mode, out):
     s = socket.create_connection((addr, port), source_address=(bind, 0))
     head = recv_exact(s, HEAD)
     with open(out, "wb") as f:
         f.write(head)
     s.sendall(up_bytes()[:UP1])
-    # Let the server cut over first: its sender sleeps on a full TCP buffer
-    # until our CUTOVER wakes it, and under load (CI) that took longer than
-    # our sends, so the exec came before any byte of its went over RDMA
-    # (once with 1 s here, CI's VM being several times slower than usual).
-    time.sleep(3)
+    wait_server_cutover(s)
     s.set_inheritable(True)
     if mode == "exec":
         os.execv(sys.executable, [sys.executable, __file__, "rest",
