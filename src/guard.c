@@ -96,3 +96,46 @@ int rsx_guard_signalled(const sigset_t *mask)
 			return 1;
 	return 0;
 }
+
+/*
+ * A sleep that stands for a blocking recv/send/accept of the program ended
+ * with EINTR: some handler ran.  The kernel restarts such a call after a
+ * handler with SA_RESTART (signal(7)), unless the socket has a timeout.
+ * Which signal it was is not known here, so the call is restarted only
+ * when every signal that mask (the program's; NULL: the thread's) lets
+ * through is caught by an SA_RESTART handler, ignored, or left at its
+ * default: then no handler could have asked for EINTR.  glibc's internal
+ * signals are refused by sigaction() and not looked at, nor are the
+ * signals of faults, which come from the faulting thread's own code, never
+ * into a sleep: their handlers (crash reporters, the sanitizers') seldom
+ * have SA_RESTART.  Only after an EINTR: up to 64 system calls.
+ */
+static int rsx_fault_signal(int sig)
+{
+	return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
+	       sig == SIGILL || sig == SIGTRAP || sig == SIGSYS;
+}
+
+int rsx_guard_restartable(const sigset_t *mask)
+{
+	struct sigaction sa;
+	sigset_t cur;
+	int sig;
+
+	if (!mask) {
+		if (pthread_sigmask(SIG_BLOCK, NULL, &cur))
+			return 0;
+		mask = &cur;
+	}
+	for (sig = 1; sig < NSIG; sig++) {
+		if (sig == SIGKILL || sig == SIGSTOP || rsx_fault_signal(sig) ||
+		    sigismember(mask, sig) == 1 || sigaction(sig, NULL, &sa))
+			continue;
+		/* one union: SIG_DFL and SIG_IGN whatever SA_SIGINFO says */
+		if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN)
+			continue;
+		if (!(sa.sa_flags & SA_RESTART))
+			return 0;
+	}
+	return 1;
+}

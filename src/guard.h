@@ -32,6 +32,7 @@ void rsx_guard_vfork_begin(void);
 void rsx_guard_signals(sigset_t *old);
 void rsx_guard_signals_end(const sigset_t *old);
 int rsx_guard_signalled(const sigset_t *mask);
+int rsx_guard_restartable(const sigset_t *mask);
 
 /* Non-zero when the calling thread must pass straight through to libc. */
 static inline int rsx_guarded(void)

@@ -152,12 +152,26 @@ static int rsx_timeout_left(int fd)
 }
 
 /*
+ * A sleep of a blocking call ended with EINTR: the call ends with it too,
+ * or goes on (0) where the kernel's own would have been restarted
+ * (rsx_guard_restartable; never with SO_RCVTIMEO/SO_SNDTIMEO set).
+ */
+static int rsx_intr(int timeout, const sigset_t *mask)
+{
+	if (timeout < 0 && rsx_guard_restartable(mask)) {
+		rsx_stat_inc(RSX_STAT_intr_restarts);
+		return 0;
+	}
+	return -EINTR;
+}
+
+/*
  * Sleeps until fd has one of events, or the connection's completion channel
  * fires, with s->lock dropped.  Returns fd's revents (0 when another thread
- * did the polling), or -EINTR.  See struct rsx_conn for why only one thread
- * polls a connection.  The TCP end (POLLRDHUP) is noted here for all.
- * With mask (signals held back during a spin, rsx_guard_signals) the sleep
- * takes that mask.
+ * did the polling, or after a signal the call goes on from: rsx_intr), or
+ * -EINTR.  See struct rsx_conn for why only one thread polls a connection.
+ * The TCP end (POLLRDHUP) is noted here for all.  With mask (signals held
+ * back during a spin, rsx_guard_signals) the sleep takes that mask.
  */
 static int rsx_sleep(struct rsx_sock *s, int fd, short events,
 		     const sigset_t *mask)
@@ -186,7 +200,7 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events,
 		ret = rsx_libc.poll(pfd, 1, timeout);
 		pthread_mutex_lock(&s->lock);
 		if (ret < 0)
-			return errno == EINTR ? -EINTR : 0;
+			return errno == EINTR ? rsx_intr(timeout, NULL) : 0;
 		if (pfd[0].revents & POLLNVAL)
 			return -EBADF;
 		return pfd[0].revents;
@@ -245,7 +259,7 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events,
 	}
 	pthread_mutex_lock(&s->lock);
 	if (ret < 0)
-		ret = errno == EINTR ? -EINTR : 0;
+		ret = errno == EINTR ? rsx_intr(timeout, mask) : 0;
 	else if (ret == 0 && timeout >= 0)
 		ret = -EAGAIN;
 	if (pfd[1].revents)

@@ -31,6 +31,7 @@ last; anything else is a failure (exit status 1).  Scenarios:
             recv() waits for them, a non-blocking one takes what is there
 """
 import asyncio
+import errno
 import hashlib
 import os
 import random
@@ -735,6 +736,37 @@ def signal_client(host, port):
     if after != before:
         fail("signal client: ppoll left the signal mask %r (was %r)"
              % (sorted(after), sorted(before)))
+    # A blocking recv made straight to libc (Python's own retry on EINTR
+    # would hide the difference).  When every handler has SA_RESTART (here
+    # SIGALRM's and Python's SIGINT handler), the kernel restarts the call
+    # after the handler: the byte comes 0.3 s after the 'r'.  With
+    # SIGALRM's without SA_RESTART it fails with EINTR at the alarm.
+    hits = []
+    signal.signal(signal.SIGALRM, lambda *a: hits.append(1))
+    s.settimeout(None)      # a blocking descriptor (timeouts: O_NONBLOCK)
+    one = ctypes.create_string_buffer(1)
+    for restart in (True, False):
+        signal.siginterrupt(signal.SIGALRM, not restart)
+        signal.siginterrupt(signal.SIGINT, not restart)
+        s.send(b"r")
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        t = time.monotonic()
+        n = libc.recv(s.fileno(), one, 1, 0)
+        err = ctypes.get_errno()
+        dt = time.monotonic() - t
+        if restart and (n != 1 or one.raw != b"x" or dt < 0.15):
+            fail("signal client: SA_RESTART recv returned %d (errno %d) "
+                 "after %.2f s" % (n, err, dt))
+        if not restart:
+            if n != -1 or err != errno.EINTR:
+                fail("signal client: recv without SA_RESTART returned %d "
+                     "(errno %d) after %.2f s" % (n, err, dt))
+            if libc.recv(s.fileno(), one, 1, 0) != 1 or one.raw != b"x":
+                fail("signal client: no byte after the EINTR")
+        print("ready.py: signal client: ctypes recv, %s SA_RESTART: %d "
+              "after %.3f s" % ("with" if restart else "without", n, dt))
+    if len(hits) != 2:
+        fail("signal client: %d alarms handled, not 2" % len(hits))
     s.close()
 
 
@@ -781,7 +813,7 @@ def main():
              "prefork": prefork_server, "forkconn": forkconn_server,
              "forkinherit": forkinherit_server,
              "timing": timing_server, "lowat": lowat_server,
-             "signal": lambda ls: late_server(ls, "signal", 5),
+             "signal": lambda ls: late_server(ls, "signal", 7),
              "raw": lambda ls: late_server(ls, "raw", 1)}[scen](ls)
     else:
         if scen == "asyncio":

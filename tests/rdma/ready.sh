@@ -74,12 +74,15 @@ case $RSOCKX_PRELOAD in
 esac
 # A 1 s spin in the client's epoll, poll, select and blocking recv: a
 # signal during it interrupts the wait at once, and data during it ends
-# the wait unslept.
+# the wait unslept.  A blocking recv whose signal handlers all have
+# SA_RESTART goes on after the signal, as the kernel's does.
 scenario signal 5 "" RSOCKX_SPIN_US=1000000
 spun=$(stat_of "$tmpdir/signal.cstats" spin_waits)
 woke=$(stat_of "$tmpdir/signal.cstats" spin_wakes)
 check "signal: the waits spun ($spun), and data ended three of them ($woke)" \
 	test "$spun" -ge 6 -a "$woke" -ge 3
+check "signal: the SA_RESTART recv was restarted (intr_restarts)" \
+	test "$(stat_of "$tmpdir/signal.cstats" intr_restarts)" -ge 1
 # fork: connections accepted in pre-forked workers, or handed to a child
 # before their first byte, are upgraded in that process; a child's use of
 # a connection its parent upgraded fails with EIO (fallback_fork)

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* The pass-through guard, including the vfork child/parent distinction. */
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -7,6 +8,54 @@
 
 #include "guard.h"
 #include "tap.h"
+
+static void on_signal(int sig)
+{
+	(void)sig;
+}
+
+static void on_siginfo(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig, (void)si, (void)uc;
+}
+
+static void set_handler(int sig, void (*fn)(int), int flags)
+{
+	struct sigaction sa = { .sa_handler = fn, .sa_flags = flags };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(sig, &sa, NULL);
+}
+
+/* When a blocking call interrupted by a signal is restarted (signal(7)). */
+static void test_restartable(void)
+{
+	struct sigaction sa = { .sa_sigaction = on_siginfo,
+				.sa_flags = SA_SIGINFO };
+	sigset_t mask;
+
+	ok(rsx_guard_restartable(NULL), "default dispositions: restarted");
+	set_handler(SIGUSR1, on_signal, SA_RESTART);
+	ok(rsx_guard_restartable(NULL), "an SA_RESTART handler: restarted");
+	set_handler(SIGUSR2, on_signal, 0);
+	ok(!rsx_guard_restartable(NULL), "a handler without SA_RESTART: EINTR");
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGUSR2);
+	ok(rsx_guard_restartable(&mask), "... unless the mask blocks it");
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
+	ok(rsx_guard_restartable(NULL), "... the thread's mask (NULL) too");
+	pthread_sigmask(SIG_UNBLOCK, &mask, NULL);
+	set_handler(SIGUSR2, SIG_IGN, 0);
+	ok(rsx_guard_restartable(NULL), "an ignored signal: restarted");
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR2, &sa, NULL);
+	ok(!rsx_guard_restartable(NULL), "SA_SIGINFO without SA_RESTART: EINTR");
+	set_handler(SIGUSR2, SIG_DFL, 0);
+	set_handler(SIGSEGV, on_signal, 0);
+	ok(rsx_guard_restartable(NULL), "a fault handler is not looked at");
+	set_handler(SIGSEGV, SIG_DFL, 0);
+	set_handler(SIGUSR1, SIG_DFL, 0);
+}
 
 int main(void)
 {
@@ -22,6 +71,7 @@ int main(void)
 	ok(rsx_guarded(), "nesting");
 	rsx_guard_leave();
 	ok(!rsx_guarded(), "released");
+	test_restartable();
 
 	/*
 	 * Under valgrind (tests/unit/valgrind.test) vfork() is a fork(): the
