@@ -28,6 +28,7 @@ DOWN = 3 << 20          # server to client: many rings' worth
 HEAD = 100000           # read before the exec: the rest waits in the ring
 UP1 = 300000
 UP2 = 200000
+TCP_BUF = 65536         # SO_SNDBUF / SO_RCVBUF (the kernel doubles them)
 
 
 def stream(seed, n):
@@ -45,6 +46,11 @@ def up_bytes():
 def server(addr, port, mode, out):
     lst = socket.create_server((addr, port), family=socket.AF_INET)
     c, _ = lst.accept()
+    # Small TCP buffers (the client's too): the server's bytes must not all
+    # fit in them before the client's CUTOVER comes, or none goes over RDMA
+    # (CI's slowed VM: the whole 3 MiB went over TCP first, into buffers
+    # that loopback autotunes to megabytes).
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, TCP_BUF)
     data = down_bytes()
     got = bytearray()
     if mode == "block":
@@ -132,8 +138,9 @@ def own_counter(name):
 def wait_server_cutover(s):
     """Waits until a byte of the server came over RDMA: the exec must find
     server bytes in our ring.  The server's sender sleeps on a full TCP
-    buffer until our CUTOVER wakes it, which under CI's load took longer
-    than our sends.  A peek lets the library take its completions in."""
+    buffer (TCP_BUF) until our CUTOVER wakes it, which under CI's load can
+    take longer than our sends.  A peek lets the library take its
+    completions in."""
     deadline = time.monotonic() + 60
     while own_counter("rdma_rx_bytes") == 0:
         if time.monotonic() > deadline:
@@ -146,7 +153,10 @@ def wait_server_cutover(s):
 
 
 def client(addr, port, bind, mode, out):
-    s = socket.create_connection((addr, port), source_address=(bind, 0))
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, TCP_BUF)
+    s.bind((bind, 0))
+    s.connect((addr, port))
     head = recv_exact(s, HEAD)
     with open(out, "wb") as f:
         f.write(head)
