@@ -31,6 +31,11 @@
  *     -w MS     the server waits MS ms after accept() before it reads or
  *               writes (so the client's first bytes go out before any
  *               answer to its HELLO can come back)
+ *     -B BYTES  SO_SNDBUF and SO_RCVBUF of the socket (the server's
+ *               listener, inherited by the accepted one): small buffers
+ *               keep a writer from handing all its bytes to TCP before
+ *               the answer to its HELLO can come back (loopback's
+ *               autotuning grows them to megabytes)
  *     -k        tolerate the stream ending early (fault tests): the
  *               bytes that came must still be the right ones; then print
  *               "rsx-stream: cut ..." with the bytes sent and received
@@ -57,7 +62,7 @@
 static uint64_t nbytes = 1 << 20, tput_bytes;
 static unsigned int maxpiece = 65536, seed = 1, pingpong;
 static int server_first, halfclose, unread, dir_c2s = 1, dir_s2c = 1;
-static int is_server, repeat = 1, accept_wait_ms, keepgoing;
+static int is_server, repeat = 1, accept_wait_ms, keepgoing, sockbuf;
 
 struct gen {
 	uint64_t s;
@@ -383,6 +388,9 @@ static void run_tput(int fd)
 		if (left)
 			fprintf(stderr, "rsx-stream: %llu bytes missing\n",
 				(unsigned long long)left);
+		else
+			printf("rsx-stream: ok throughput server bytes=%llu\n",
+			       (unsigned long long)tput_bytes);
 		write_all(fd, "k", 1);
 		free(buf);
 		return;
@@ -493,6 +501,15 @@ static int tcp_socket(const char *host, const char *port, int passive,
 	return socket((*res)->ai_family, SOCK_STREAM, 0);
 }
 
+/* -B: before listen() or connect(), so that the window scale fits */
+static void set_bufs(int fd)
+{
+	if (sockbuf &&
+	    (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sockbuf, sizeof(sockbuf)) ||
+	     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sockbuf, sizeof(sockbuf))))
+		die("setsockopt SO_SNDBUF/SO_RCVBUF");
+}
+
 int main(int argc, char **argv)
 {
 	const char *host = NULL, *port = NULL, *bindaddr = NULL;
@@ -505,7 +522,7 @@ int main(int argc, char **argv)
 	}
 	is_server = !strcmp(argv[1], "server");
 	optind = 2;
-	while ((opt = getopt(argc, argv, "c:l:p:b:n:d:M:s:fHuP:T:6r:w:k")) != -1) {
+	while ((opt = getopt(argc, argv, "c:l:p:b:n:d:M:s:fHuP:T:6r:w:kB:")) != -1) {
 		switch (opt) {
 		case 'c': host = optarg; break;
 		case 'l': host = optarg; break;
@@ -527,6 +544,7 @@ int main(int argc, char **argv)
 		case 'r': repeat = atoi(optarg); break;
 		case 'w': accept_wait_ms = atoi(optarg); break;
 		case 'k': keepgoing = 1; break;
+		case 'B': sockbuf = atoi(optarg); break;
 		default: return 2;
 		}
 	}
@@ -541,6 +559,7 @@ int main(int argc, char **argv)
 		if (lfd < 0)
 			die("socket");
 		setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		set_bufs(lfd);
 		if (bind(lfd, ai->ai_addr, ai->ai_addrlen) || listen(lfd, 16))
 			die("bind/listen");
 		printf("rsx-stream: listening\n");
@@ -558,6 +577,7 @@ int main(int argc, char **argv)
 			fd = tcp_socket(host, port, 0, family, &ai);
 			if (fd < 0)
 				die("socket");
+			set_bufs(fd);
 			if (bindaddr) {
 				tcp_socket(bindaddr, "0", 1, ai->ai_family, &bi);
 				if (bind(fd, bi->ai_addr, bi->ai_addrlen))
