@@ -891,11 +891,12 @@ static ssize_t rsx_epipe(int flags)
 	return -EPIPE;
 }
 
+/* sent: bytes of this call that already went out (rsx_hello_send) */
 static ssize_t rsx_up_send(struct rsx_sock *s, int fd, const struct iovec *iov,
-			   int iovcnt, size_t len, int flags, int nonblock)
+			   int iovcnt, size_t len, int flags, int nonblock,
+			   size_t sent)
 {
 	struct rsx_conn *c = s->conn;
-	size_t sent = 0;
 	ssize_t n;
 	int ret;
 
@@ -950,6 +951,59 @@ static ssize_t rsx_up_send(struct rsx_sock *s, int fd, const struct iovec *iov,
 		ret = rsx_wait_conn(s, fd, 0);
 		if (ret)
 			return sent ? (ssize_t)sent : ret;
+	}
+}
+
+static int rsx_negotiate(struct rsx_sock *s, int fd, int reading,
+			 int nonblock);
+
+/*
+ * CLIENT_HELLO: the answer is out, and the application's bytes go on TCP,
+ * counted.  Never as one blocking kernel call: that would hold s->lock,
+ * and with it a thread of the program that waits to read, until the peer
+ * read (a peer that writes before it reads would never), and the whole
+ * call would go on TCP even when the answer came early in it.  TCP takes
+ * what fits; then the call sleeps until TCP has room or the answer is in,
+ * and after an ACK the rest goes to the ring.
+ */
+static ssize_t rsx_hello_send(struct rsx_sock *s, int fd,
+			      const struct iovec *iov, int iovcnt, size_t len,
+			      int flags, int nonblock)
+{
+	size_t sent = 0;
+	ssize_t n;
+	int ret;
+
+	for (;;) {
+		if (s->state == RSX_ST_UPGRADED)
+			return rsx_up_send(s, fd, iov, iovcnt, len, flags,
+					   nonblock, sent);
+		n = rsx_tcp_io(fd, iov, iovcnt, sent, len - sent,
+			       flags | MSG_DONTWAIT, 1);
+		if (n > 0) {
+			if (s->state == RSX_ST_CLIENT_HELLO) {
+				s->conn->tx_tcp += n;
+				rsx_stat_add(RSX_STAT_tcp_tx_bytes, n);
+			}
+			sent += n;
+			if (sent == len)
+				return sent;
+			continue;
+		}
+		if (n != -EAGAIN || nonblock)
+			return sent ? (ssize_t)sent : n;
+		ret = rsx_sleep(s, fd, s->state == RSX_ST_CLIENT_HELLO ?
+				POLLOUT | POLLIN : POLLOUT, NULL);
+		if (ret < 0)
+			return sent ? (ssize_t)sent : ret;
+		if (s->state == RSX_ST_CLIENT_HELLO) {
+			/* the answer, if it is in: ring or plain TCP next */
+			ret = rsx_negotiate(s, fd, 0, 0);
+			if (ret && ret != -EAGAIN)
+				return sent ? (ssize_t)sent : ret;
+			if (s->partial_since)
+				usleep(1000);	/* its rest is due */
+		}
 	}
 }
 
@@ -1063,7 +1117,8 @@ static ssize_t rsx_sock_io(int fd, const struct iovec *iov, int iovcnt,
 		goto out;
 	switch (s->state) {
 	case RSX_ST_UPGRADED:
-		ret = send ? rsx_up_send(s, fd, iov, iovcnt, len, flags, nonblock) :
+		ret = send ? rsx_up_send(s, fd, iov, iovcnt, len, flags,
+					 nonblock, 0) :
 			     rsx_up_recv(s, fd, iov, iovcnt, len, flags, nonblock);
 		break;
 	case RSX_ST_FORKED:
@@ -1071,12 +1126,8 @@ static ssize_t rsx_sock_io(int fd, const struct iovec *iov, int iovcnt,
 		break;
 	case RSX_ST_CLIENT_HELLO:
 		if (send) {
-			/* the answer is out: bytes go on TCP, counted */
-			ret = rsx_tcp_io(fd, iov, iovcnt, 0, len, flags, 1);
-			if (ret > 0) {
-				s->conn->tx_tcp += ret;
-				rsx_stat_add(RSX_STAT_tcp_tx_bytes, ret);
-			}
+			ret = rsx_hello_send(s, fd, iov, iovcnt, len, flags,
+					     nonblock);
 			break;
 		}
 		/* fall through */

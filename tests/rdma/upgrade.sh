@@ -58,6 +58,15 @@ case_ s2c up "$SRV" "$CLI" $HOST_B $HOST_A -d s2c -n 3000000 -w 200
 # connection and the server lose the tail of the stream.
 check "close-before-answer: every byte right" stream_pair close-before-answer \
 	"$SRV" "$CLI" $HOST_B $HOST_A -d c2s -n 200000 -w 300 $BUF
+# One blocking write larger than TCP's buffers while the answer to the
+# HELLO is out (the server reads only after 300 ms; -T writes 1 MiB at a
+# time): TCP takes what fits, and once the ACK is in, the rest of that
+# same write goes to the ring.  The write never blocks in the kernel with
+# the socket's lock held.
+case_ one-write up "$SRV" "$CLI" $HOST_B $HOST_A -T 4194304 -w 300
+tcp=$(stat_of "$tmpdir/one-write.cstats" tcp_tx_bytes)
+check "one-write: the first write went on in the ring ($tcp bytes on TCP)" \
+	test "$tcp" -gt 0 -a "$tcp" -lt 1048576
 case_ halfclose up "$SRV" "$CLI" $HOST_B $HOST_A -H -n 20000000 -M 262144
 case_ unread up "$SRV" "$CLI" $HOST_B $HOST_A -u -n 1000000
 case_ tiny-pieces up "$SRV" "$CLI" $HOST_B $HOST_A -M 1 -n 30000
