@@ -6,12 +6,15 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -109,10 +112,8 @@ int rsx_conn_create(struct rsx_dev *dev, uint32_t ring_size,
 		return -ENOMEM;
 	c->dev = dev;
 	c->ring_size = ring_size;
-	pthread_cond_init(&c->cond, NULL);
 	c->kick_fd = rsx_fd_hide(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	if (c->kick_fd < 0) {
-		pthread_cond_destroy(&c->cond);
 		free(c);
 		return -EMFILE;
 	}
@@ -235,7 +236,6 @@ void rsx_conn_destroy(struct rsx_conn *c)
 	rsx_fd_take(c->kick_fd);
 	rsx_libc.close(c->kick_fd);
 	rsx_guard_leave();
-	pthread_cond_destroy(&c->cond);
 	free(c);
 }
 
@@ -796,4 +796,36 @@ int rsx_conn_wait_sent(struct rsx_conn *c, uint64_t wr, int timeout_ms)
 			rsx_conn_event(c);
 	}
 	return c->sq_done >= wr ? 0 : c->err ? c->err : -EIO;
+}
+
+/*
+ * Waits, without the socket's lock, until rsx_conn_wake moves wake_gen
+ * past gen, or until (CLOCK_MONOTONIC, absolute; NULL: no end).  Returns 0
+ * (woken, or wake_gen had already moved: the caller looks again),
+ * -ETIMEDOUT, or -EINTR.  After a signal handler the kernel treats this
+ * wait as it treats a socket call's (signal(7)): without an end, restarted
+ * under SA_RESTART and failed with EINTR otherwise; with one (the socket's
+ * SO_RCVTIMEO/SO_SNDTIMEO), failed with EINTR.  So here the answer needs
+ * no guess (rsx_guard_restartable).  The caller holds a waiters count,
+ * which keeps c alive.
+ */
+int rsx_conn_nap(struct rsx_conn *c, uint32_t gen, const struct timespec *until)
+{
+	long ret;
+
+	ret = syscall(SYS_futex, &c->wake_gen,
+		      FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, gen, until, NULL,
+		      FUTEX_BITSET_MATCH_ANY);
+	if (ret == 0 || errno == EAGAIN)
+		return 0;
+	return errno == ETIMEDOUT || errno == EINTR ? -errno : 0;
+}
+
+/* Called with the socket's lock held, so that c outlives the call. */
+void rsx_conn_wake(struct rsx_conn *c)
+{
+	__atomic_add_fetch(&c->wake_gen, 1, __ATOMIC_RELEASE);
+	if (c->waiters)
+		syscall(SYS_futex, &c->wake_gen, FUTEX_WAKE | FUTEX_PRIVATE_FLAG,
+			INT_MAX, NULL, NULL, 0);
 }

@@ -2,9 +2,9 @@
 #ifndef RSX_CONN_H
 #define RSX_CONN_H
 
-#include <pthread.h>
 #include <stdint.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include "dev.h"
 #include "wire.h"
@@ -66,16 +66,18 @@ struct rsx_conn {
 	 * Several threads may wait on one connection (a reader and a
 	 * writer).  Only one of them sleeps in poll() on the completion
 	 * channel at a time: a completion event is consumed once, and a
-	 * second sleeper would never hear of it.  The others wait on cond
-	 * for the poller's news; one that needs more events than the poller
-	 * watches kicks it through kick_fd (an eventfd).
+	 * second sleeper would never hear of it.  The others wait for the
+	 * poller's news on wake_gen, a futex (rsx_conn_nap): unlike a
+	 * condition variable, a signal ends that wait the way it ends the
+	 * kernel's own socket wait (EINTR, or a restart under SA_RESTART).
+	 * One that needs more events than the poller watches kicks it
+	 * through kick_fd (an eventfd).
 	 */
-	pthread_cond_t cond;
 	int kick_fd;
 	uint8_t polling;	/* a thread sleeps in poll() */
-	uint32_t waiters;	/* threads waiting on cond */
+	uint32_t waiters;	/* threads in rsx_conn_nap */
 	short want;		/* TCP events the waiters want */
-	uint32_t wake_gen;	/* bumped each time the poller returns */
+	uint32_t wake_gen;	/* bumped by rsx_conn_wake */
 	struct rsx_dev *dev;
 	struct ibv_comp_channel *chan;
 	struct ibv_cq *cq;
@@ -158,5 +160,8 @@ int rsx_conn_wait_sent(struct rsx_conn *c, uint64_t wr, int timeout_ms);
 int rsx_conn_arm(struct rsx_conn *c);
 void rsx_conn_event(struct rsx_conn *c);
 int rsx_conn_chan_fd(const struct rsx_conn *c);
+int rsx_conn_nap(struct rsx_conn *c, uint32_t gen,
+		 const struct timespec *until);
+void rsx_conn_wake(struct rsx_conn *c);
 
 #endif

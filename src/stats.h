@@ -47,6 +47,7 @@
 	X(conn_errors)		/* upgraded connections that broke */	\
 	X(sleeps)		/* waits on the completion channel */	\
 	X(intr_restarts)	/* blocking calls restarted after a signal */ \
+	X(naps)			/* waits for another thread's poll */	\
 	X(ready_on)		/* upgraded sockets given a poll stand-in */ \
 	X(ready_events)		/* watcher wakeups for those */		\
 	X(spin_waits)		/* poll/select/epoll waits that spun first */ \

@@ -213,7 +213,7 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events,
 				rsx_dbg("kick: %s", strerror(errno));
 		}
 		gen = c->wake_gen;
-		clock_gettime(CLOCK_REALTIME, &until);
+		clock_gettime(CLOCK_MONOTONIC, &until);
 		until.tv_sec += timeout / 1000;
 		until.tv_nsec += (long)(timeout % 1000) * 1000000;
 		if (until.tv_nsec >= 1000000000) {
@@ -223,13 +223,14 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events,
 		ret = 0;
 		c->waiters++;
 		while (c->polling && gen == c->wake_gen && s->conn == c) {
-			if (timeout < 0)
-				pthread_cond_wait(&c->cond, &s->lock);
-			else if (pthread_cond_timedwait(&c->cond, &s->lock,
-							&until) == ETIMEDOUT) {
+			rsx_stat_inc(RSX_STAT_naps);
+			pthread_mutex_unlock(&s->lock);
+			ret = rsx_conn_nap(c, gen, timeout < 0 ? NULL : &until);
+			pthread_mutex_lock(&s->lock);
+			if (ret == -ETIMEDOUT)
 				ret = -EAGAIN;
+			if (ret)
 				break;
-			}
 		}
 		c->waiters--;
 		if (s->conn != c && !c->waiters && !c->polling && !c->keep)
@@ -273,8 +274,7 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events,
 		ret = -EBADF;
 	c->polling = 0;
 	c->want = 0;
-	c->wake_gen++;
-	pthread_cond_broadcast(&c->cond);
+	rsx_conn_wake(c);
 	if (s->conn != c) {
 		/* dropped by rsx_to_tcp while we slept */
 		if (!c->waiters && !c->keep)
@@ -340,7 +340,7 @@ static void rsx_to_tcp(struct rsx_sock *s, enum rsx_stat reason)
 		if (c->polling &&
 		    rsx_libc.write(c->kick_fd, &kick, sizeof(kick)) < 0)
 			rsx_dbg("kick: %s", strerror(errno));
-		pthread_cond_broadcast(&c->cond);
+		rsx_conn_wake(c);
 	} else if (c) {
 		rsx_conn_destroy(c);
 	}

@@ -39,6 +39,7 @@ import select
 import signal
 import socket
 import sys
+import threading
 import time
 
 TOTAL = 3 << 20
@@ -322,7 +323,6 @@ def epmisc_client(host, port):
 
 # threads -----------------------------------------------------------------
 def threads_client(host, port, seed):
-    import threading
     s = connect(host, port)
     data = b"".join(chunks(seed))
     got = hashlib.sha256()
@@ -679,6 +679,31 @@ def late_server(ls, who, rounds):
     conn.close()
 
 
+def recv_signalled(libc, s, who, restart, min_dt):
+    """A blocking recv of one byte made straight to libc (Python's own
+    retry on EINTR would hide the difference), a signal due during it.
+    After a handler with SA_RESTART the call goes on and gets the 'x', at
+    min_dt at the earliest; after one without, it fails with EINTR and the
+    next recv gets the 'x'."""
+    import ctypes
+    one = ctypes.create_string_buffer(1)
+    t = time.monotonic()
+    n = libc.recv(s.fileno(), one, 1, 0)
+    err = ctypes.get_errno()
+    dt = time.monotonic() - t
+    if restart and (n != 1 or one.raw != b"x" or dt < min_dt):
+        fail("%s client: SA_RESTART recv returned %d (errno %d) after "
+             "%.2f s" % (who, n, err, dt))
+    if not restart:
+        if n != -1 or err != errno.EINTR:
+            fail("%s client: recv without SA_RESTART returned %d (errno "
+                 "%d) after %.2f s" % (who, n, err, dt))
+        if libc.recv(s.fileno(), one, 1, 0) != 1 or one.raw != b"x":
+            fail("%s client: no byte after the EINTR" % who)
+    print("ready.py: %s client: ctypes recv, %s SA_RESTART: %d after "
+          "%.3f s" % (who, "with" if restart else "without", n, dt))
+
+
 def signal_client(host, port):
     """Run under a 1 s spin (ready.sh).  A signal that comes while a wait
     (epoll, poll, select, or a blocking recv) spins ends it at once with
@@ -744,29 +769,51 @@ def signal_client(host, port):
     hits = []
     signal.signal(signal.SIGALRM, lambda *a: hits.append(1))
     s.settimeout(None)      # a blocking descriptor (timeouts: O_NONBLOCK)
-    one = ctypes.create_string_buffer(1)
     for restart in (True, False):
         signal.siginterrupt(signal.SIGALRM, not restart)
         signal.siginterrupt(signal.SIGINT, not restart)
         s.send(b"r")
         signal.setitimer(signal.ITIMER_REAL, 0.1)
-        t = time.monotonic()
-        n = libc.recv(s.fileno(), one, 1, 0)
-        err = ctypes.get_errno()
-        dt = time.monotonic() - t
-        if restart and (n != 1 or one.raw != b"x" or dt < 0.15):
-            fail("signal client: SA_RESTART recv returned %d (errno %d) "
-                 "after %.2f s" % (n, err, dt))
-        if not restart:
-            if n != -1 or err != errno.EINTR:
-                fail("signal client: recv without SA_RESTART returned %d "
-                     "(errno %d) after %.2f s" % (n, err, dt))
-            if libc.recv(s.fileno(), one, 1, 0) != 1 or one.raw != b"x":
-                fail("signal client: no byte after the EINTR")
-        print("ready.py: signal client: ctypes recv, %s SA_RESTART: %d "
-              "after %.3f s" % ("with" if restart else "without", n, dt))
+        recv_signalled(libc, s, "signal", restart, 0.15)
     if len(hits) != 2:
         fail("signal client: %d alarms handled, not 2" % len(hits))
+    s.close()
+
+
+def waiter_client(host, port):
+    """Two threads in a blocking recv on one socket: the first sleeps on
+    the connection, the second (this one) waits for its news.  A signal
+    to the second ends that wait as the kernel ends its own: restarted
+    after a handler with SA_RESTART, EINTR after one without.  SIGINT's
+    handler (Python's) is left without SA_RESTART: a guess from the
+    installed handlers (the first thread's kind of wait) would give EINTR
+    in both rounds.  The server answers each 'r' 0.3 s later."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    s = connect_hello(host, port, "waiter")
+    s.settimeout(None)
+    hits = []
+    signal.signal(signal.SIGUSR1, lambda *a: hits.append(1))
+    me = threading.get_ident()
+    for restart in (True, False):
+        signal.siginterrupt(signal.SIGUSR1, not restart)
+        first = []
+
+        def sleeper():
+            b = ctypes.create_string_buffer(1)
+            first.append((libc.recv(s.fileno(), b, 1, 0), b.raw))
+        s.send(b"rr")               # answers at 0.3 s and 0.6 s
+        t1 = threading.Thread(target=sleeper)
+        t1.start()
+        time.sleep(0.1)             # t1 sleeps on the connection now
+        threading.Timer(0.1, signal.pthread_kill,
+                        (me, signal.SIGUSR1)).start()
+        recv_signalled(libc, s, "waiter", restart, 0.3)
+        t1.join(10)
+        if first != [(1, b"x")]:
+            fail("waiter client: the first thread got %r" % first)
+    if len(hits) != 2:
+        fail("waiter client: %d signals handled, not 2" % len(hits))
     s.close()
 
 
@@ -814,6 +861,7 @@ def main():
              "forkinherit": forkinherit_server,
              "timing": timing_server, "lowat": lowat_server,
              "signal": lambda ls: late_server(ls, "signal", 7),
+             "waiter": lambda ls: late_server(ls, "waiter", 4),
              "raw": lambda ls: late_server(ls, "raw", 1)}[scen](ls)
     else:
         if scen == "asyncio":
@@ -835,6 +883,8 @@ def main():
             lowat_client(host, port)
         elif scen == "signal":
             signal_client(host, port)
+        elif scen == "waiter":
+            waiter_client(host, port)
         elif scen == "raw":
             raw_client(host, port)
         else:

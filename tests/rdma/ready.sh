@@ -83,6 +83,11 @@ check "signal: the waits spun ($spun), and data ended three of them ($woke)" \
 	test "$spun" -ge 6 -a "$woke" -ge 3
 check "signal: the SA_RESTART recv was restarted (intr_restarts)" \
 	test "$(stat_of "$tmpdir/signal.cstats" intr_restarts)" -ge 1
+# A second thread blocked on the same socket waits for the first one's
+# news in a futex wait, which a signal ends as the kernel ends a socket call.
+scenario waiter 5 blocking
+check "waiter: the second thread's recvs waited for the first's (naps)" \
+	test "$(stat_of "$tmpdir/waiter.cstats" naps)" -ge 2
 # fork: connections accepted in pre-forked workers, or handed to a child
 # before their first byte, are upgraded in that process; a child's use of
 # a connection its parent upgraded fails with EIO (fallback_fork)
