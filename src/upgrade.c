@@ -891,6 +891,26 @@ static ssize_t rsx_epipe(int flags)
 	return -EPIPE;
 }
 
+/*
+ * Gives TCP what it takes now of a send's rest (iov from sent on).  Before
+ * the cut-over (s->conn set) the bytes are counted: the peer drains
+ * exactly that many from TCP before it reads the ring.  Returns the bytes
+ * taken, -EAGAIN or another -errno.
+ */
+static ssize_t rsx_tcp_send_now(struct rsx_sock *s, int fd,
+				const struct iovec *iov, int iovcnt,
+				size_t sent, size_t len, int flags)
+{
+	ssize_t n = rsx_tcp_io(fd, iov, iovcnt, sent, len - sent,
+			       flags | MSG_DONTWAIT, 1);
+
+	if (n > 0 && s->conn) {
+		s->conn->tx_tcp += n;
+		rsx_stat_add(RSX_STAT_tcp_tx_bytes, n);
+	}
+	return n;
+}
+
 /* sent: bytes of this call that already went out (rsx_hello_send) */
 static ssize_t rsx_up_send(struct rsx_sock *s, int fd, const struct iovec *iov,
 			   int iovcnt, size_t len, int flags, int nonblock,
@@ -909,12 +929,9 @@ static ssize_t rsx_up_send(struct rsx_sock *s, int fd, const struct iovec *iov,
 			if (n == -EPIPE)
 				return sent ? (ssize_t)sent : rsx_epipe(flags);
 			if (!n)
-				n = rsx_tcp_io(fd, iov, iovcnt, sent,
-					       len - sent,
-					       flags | MSG_DONTWAIT, 1);
+				n = rsx_tcp_send_now(s, fd, iov, iovcnt, sent,
+						     len, flags);
 			if (n > 0) {
-				c->tx_tcp += n;
-				rsx_stat_add(RSX_STAT_tcp_tx_bytes, n);
 				sent += n;
 				if (sent == len)
 					return sent;
@@ -978,13 +995,8 @@ static ssize_t rsx_hello_send(struct rsx_sock *s, int fd,
 		if (s->state == RSX_ST_UPGRADED)
 			return rsx_up_send(s, fd, iov, iovcnt, len, flags,
 					   nonblock, sent);
-		n = rsx_tcp_io(fd, iov, iovcnt, sent, len - sent,
-			       flags | MSG_DONTWAIT, 1);
+		n = rsx_tcp_send_now(s, fd, iov, iovcnt, sent, len, flags);
 		if (n > 0) {
-			if (s->state == RSX_ST_CLIENT_HELLO) {
-				s->conn->tx_tcp += n;
-				rsx_stat_add(RSX_STAT_tcp_tx_bytes, n);
-			}
 			sent += n;
 			if (sent == len)
 				return sent;
