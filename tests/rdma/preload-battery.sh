@@ -19,7 +19,7 @@ LOAD=$abs_top_builddir/tests/vm/rsx-load
 
 # --- the battery: battery OUTDIR; each case NAME leaves OUTDIR/NAME.{out,rc}
 battery() {
-	local o=$1 port web
+	local o=$1 port web route
 	mkdir -p "$o"
 	case_() { # NAME CMD...: stdout and exit status kept, stderr apart
 		local name=$1
@@ -70,7 +70,11 @@ for i in range(0, len(data), 32768):
 c.shutdown(socket.SHUT_WR); assert c.recv(1) == b""
 c.close(); t.join()
 print(len(got), hashlib.sha256(got).hexdigest(), got == data)'
-	case_ ip-addr sh -c "ip -br addr show dev $NETDEV_A; ip -br link show dev $NETDEV_B | awk '{print \$1, \$2}'; ip route show table 10"
+	# ip route's print_route() copies with an overlapping strncpy, which
+	# the ASan runtime reports (iproute2 6.1): not under it
+	route="; ip route show table 10"
+	[ -n "${BATTERY_ASAN:-}" ] && route=
+	case_ ip-addr sh -c "ip -br addr show dev $NETDEV_A; ip -br link show dev $NETDEV_B | awk '{print \$1, \$2}'$route"
 	case_ ss-listen sh -c 'ss -H -ltn | wc -l; ss -H -lx | wc -l >/dev/null; echo done'
 	case_ rdma-tool sh -c 'rdma link show | sed "s/ state .*//"'
 	# curl and nc against local servers (started in this run, so preloaded too)
@@ -80,7 +84,19 @@ print(len(got), hashlib.sha256(got).hexdigest(), got == data)'
 	python3 -m http.server -b 127.0.0.1 -d "$o/www" "$port" >/dev/null 2>&1 &
 	web=$!
 	wait_listen "$port"
-	case_ curl sh -c "curl -sS http://127.0.0.1:$port/file.txt | sha256sum; curl -sS -o /dev/null -w '%{http_code}\n' http://127.0.0.1:$port/nothing"
+	# curl hangs in its second setlocale() under the ASan runtime, with or
+	# without rsockx: python's client there (tests/san/san.test)
+	if [ -n "${BATTERY_ASAN:-}" ]; then
+		case_ curl python3 -c 'import hashlib, sys, urllib.request, urllib.error
+u = "http://127.0.0.1:%s/" % sys.argv[1]
+print(hashlib.sha256(urllib.request.urlopen(u + "file.txt").read()).hexdigest() + "  -")
+try:
+    urllib.request.urlopen(u + "nothing")
+except urllib.error.HTTPError as e:
+    print(e.code)' "$port"
+	else
+		case_ curl sh -c "curl -sS http://127.0.0.1:$port/file.txt | sha256sum; curl -sS -o /dev/null -w '%{http_code}\n' http://127.0.0.1:$port/nothing"
+	fi
 	kill $web
 	wait $web 2>/dev/null
 	port=$(vm_port)
@@ -112,9 +128,19 @@ command -v unshare >/dev/null || skip_all "no unshare"
 unset LD_PRELOAD
 lib=$(basename "$RSOCKX_LIB")
 
-# /etc as the preloaded processes see it
+# /etc as the preloaded processes see it.  Under the sanitizers
+# (tests/san/san.test: RSOCKX_PRELOAD is the ASan runtime, then the
+# library) the runtime must be the first library of every process: it goes
+# into the file before the library, and both runs of the battery use
+# python's HTTP client instead of curl.
 cp -a /etc "$tmpdir/etc"
-echo "$RSOCKX_LIB" >"$tmpdir/etc/ld.so.preload"
+case $RSOCKX_PRELOAD in
+*libasan*)
+	export BATTERY_ASAN=1
+	echo "${RSOCKX_PRELOAD%%:*} $RSOCKX_LIB" ;;
+*)
+	echo "$RSOCKX_LIB" ;;
+esac >"$tmpdir/etc/ld.so.preload"
 printf 'rdma connect * *\n' >"$tmpdir/rdma.conf"
 inside() { # CMD...: in a mount namespace with the preload file
 	unshare -m sh -c 'mount --bind "$0" /etc && exec "$@"' "$tmpdir/etc" "$@"
