@@ -14,11 +14,14 @@ RSX_EXPORT pid_t fork(void)
 	pid_t pid;
 
 	rsx_trace_call("fork", -1);
-	if (!rsx_guarded())
-		rsx_stats_fork_prepare();
+	if (rsx_guarded())
+		return RSX_REAL(fork)();
+	rsx_on_fork_prepare();
 	pid = RSX_REAL(fork)();
-	if (pid == 0 && !rsx_guarded())
+	if (pid == 0)
 		RSX_KEEP_ERRNO(rsx_on_fork_child());
+	else
+		RSX_KEEP_ERRNO(rsx_on_fork_parent());
 	return pid;
 }
 
@@ -27,11 +30,14 @@ RSX_EXPORT pid_t _Fork(void)
 	pid_t pid;
 
 	rsx_trace_call("_Fork", -1);
-	if (!rsx_guarded())
-		rsx_stats_fork_prepare();
+	if (rsx_guarded())
+		return RSX_REAL(_Fork)();
+	rsx_on_fork_prepare();
 	pid = RSX_REAL(_Fork)();
-	if (pid == 0 && !rsx_guarded())
+	if (pid == 0)
 		RSX_KEEP_ERRNO(rsx_on_fork_child());
+	else
+		RSX_KEEP_ERRNO(rsx_on_fork_parent());
 	return pid;
 }
 
@@ -41,11 +47,14 @@ RSX_EXPORT int daemon(int nochdir, int noclose)
 	int ret;
 
 	rsx_trace_call("daemon", -1);
-	if (!rsx_guarded())
-		rsx_stats_fork_prepare();
+	if (rsx_guarded())
+		return RSX_REAL(daemon)(nochdir, noclose);
+	rsx_on_fork_prepare();
 	ret = RSX_REAL(daemon)(nochdir, noclose);
-	if (ret == 0 && !rsx_guarded())
+	if (ret == 0)
 		RSX_KEEP_ERRNO(rsx_on_fork_child());
+	else
+		RSX_KEEP_ERRNO(rsx_on_fork_parent());	/* its fork failed */
 	return ret;
 }
 

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -34,26 +35,52 @@ int rsx_guard_slow(void)
 	return rsx_guard != 0;
 }
 
+struct rsx_thread_start {
+	void *(*fn)(void *);
+	sem_t running;
+};
+
+static void *rsx_thread_main(void *arg)
+{
+	struct rsx_thread_start *ts = arg;
+	void *(*fn)(void *) = ts->fn;
+
+	sem_post(&ts->running);	/* ts is gone after this */
+	return fn(NULL);
+}
+
 /*
  * A thread of rsockx's own (the probe responder, the readiness watcher):
  * detached, small, and deaf to the program's signals, which must go to
  * the program's threads.  fn holds the guard for good.  Returns -errno.
+ *
+ * Returns only once the thread runs fn: until then it may hold locks of a
+ * runtime that starts threads (ASan registers each new thread under a
+ * lock), and a fork() of the program right after, such as a pre-forking
+ * server's right after listen(), would leave the child a lock nobody will
+ * release.
  */
 int rsx_guard_thread(void *(*fn)(void *))
 {
+	struct rsx_thread_start ts = { .fn = fn };
 	pthread_attr_t attr;
 	sigset_t all, old;
 	pthread_t t;
 	int ret;
 
+	if (sem_init(&ts.running, 0, 0))
+		return -errno;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 64 * 1024);
-	ret = pthread_create(&t, &attr, fn, NULL);
+	ret = pthread_create(&t, &attr, rsx_thread_main, &ts);
 	pthread_attr_destroy(&attr);
+	while (!ret && sem_wait(&ts.running) && errno == EINTR)
+		;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	sem_destroy(&ts.running);
 	return -ret;
 }
 

@@ -41,6 +41,15 @@ struct rsx_cm_ctx {
 };
 
 static pthread_mutex_t rsx_probe_lock = PTHREAD_MUTEX_INITIALIZER;
+/*
+ * Held by the responder thread while it handles CM events (librdmacm
+ * allocates and frees there) and by fork() around the real fork, so that
+ * the child never inherits an allocator lock that thread held.  glibc's
+ * malloc takes its own locks across fork(); ASan's allocator in this
+ * compiler's runtime does not (it has no fork interceptor): a pre-forked
+ * worker would wait for such a lock at its first allocation, for good.
+ */
+static pthread_mutex_t rsx_cm_busy = PTHREAD_MUTEX_INITIALIZER;
 static struct rsx_probe rsx_probes[RSX_PROBE_CACHE];
 static struct rsx_cm_ctx rsx_probe_ctx[RSX_PROBE_CACHE];
 static struct rsx_cm_ctx rsx_listener_ctx = { .listener = 1 };
@@ -177,14 +186,17 @@ static void *rsx_cm_thread(void *arg)
 	(void)arg;
 	rsx_guard_enter();	/* all its calls go straight to libc */
 	for (;;) {
-		if (rsx_libc.poll(&pfd, 1, 100) > 0 &&
-		    !rsx_rdma.get_cm_event(rsx_cm_chan, &ev)) {
+		pfd.revents = 0;
+		rsx_libc.poll(&pfd, 1, 100);
+		pthread_mutex_lock(&rsx_cm_busy);
+		if (pfd.revents && !rsx_rdma.get_cm_event(rsx_cm_chan, &ev)) {
 			done = rsx_cm_event(ev);
 			rsx_rdma.ack_cm_event(ev);
 			if (done)
 				rsx_rdma.destroy_id(done);
 		}
 		rsx_probe_expire();
+		pthread_mutex_unlock(&rsx_cm_busy);
 	}
 	return NULL;
 }
@@ -344,11 +356,23 @@ void rsx_probe_unlisten(struct rsx_sock *s)
 	s->probe_id = NULL;
 }
 
+/* Right before fork(): the responder thread is between events. */
+void rsx_probe_fork_prepare(void)
+{
+	pthread_mutex_lock(&rsx_cm_busy);
+}
+
+void rsx_probe_fork_parent(void)
+{
+	pthread_mutex_unlock(&rsx_cm_busy);
+}
+
 /* The thread and the channel stayed with the parent. */
 void rsx_probe_fork_child(void)
 {
 	int i;
 
+	pthread_mutex_init(&rsx_cm_busy, NULL);
 	pthread_mutex_init(&rsx_probe_lock, NULL);
 	rsx_cm_state = 0;
 	rsx_cm_chan = NULL;

@@ -29,6 +29,8 @@ enum rsx_probe_answer {
 int rsx_probe_lookup(const struct sockaddr *sa, socklen_t len);
 void rsx_probe_listen(struct rsx_sock *s, int fd);
 void rsx_probe_unlisten(struct rsx_sock *s);
+void rsx_probe_fork_prepare(void);
+void rsx_probe_fork_parent(void);
 void rsx_probe_fork_child(void);
 
 #endif

@@ -331,6 +331,21 @@ void rsx_dup2_end(int oldfd, int newfd, int ok, struct rsx_sock *prev)
 	rsx_on_dup(oldfd, newfd);
 }
 
+/*
+ * Around the real fork(): prepare right before it, then parent (also when
+ * it failed) or child.
+ */
+void rsx_on_fork_prepare(void)
+{
+	rsx_stats_fork_prepare();
+	rsx_probe_fork_prepare();
+}
+
+void rsx_on_fork_parent(void)
+{
+	rsx_probe_fork_parent();
+}
+
 /* The child of fork() has copies of all descriptors and of our table. */
 void rsx_on_fork_child(void)
 {
