@@ -93,7 +93,7 @@ check "waiter: the second thread's recvs waited for the first's (naps)" \
 # a connection its parent upgraded fails with EIO (fallback_fork)
 # Not under ASan: now and then a pre-forked worker never exits there (CI,
 # once in about three sanitized runs; never without ASan, not reproduced by
-# hand).  This compiler's libasan has no fork handling.
+# hand).  This compiler's libasan has no fork handling (tests/san/san.test).
 case $RSOCKX_PRELOAD in
 *libasan*)
 	skip "prefork: not under ASan (a worker hangs now and then)" ;;
@@ -118,13 +118,16 @@ if command -v socat >/dev/null; then
 		port=$(vm_port)
 		rm -f "$tmpdir/out" "$tmpdir/socat.$dir".[sc]stats
 		# down: the server speaks first; a HELLO that the VM's slow
-		# QP setup delays past the default grace would lose the upgrade
+		# QP setup delays past the default grace would lose the upgrade.
+		# 64 KiB socket buffers: autotuned ones take the whole file
+		# before the answer to the HELLO is in (upgrade.sh's reason)
+		buf=sndbuf=65536,rcvbuf=65536
 		if [ $dir = up ]; then
-			srv=(TCP-LISTEN:$port,bind=$HOST_B,reuseaddr OPEN:"$tmpdir/out",creat,trunc)
-			cli=(OPEN:"$tmpdir/in" TCP:$HOST_B:$port,bind=$HOST_A)
+			srv=(TCP-LISTEN:$port,bind=$HOST_B,reuseaddr,$buf OPEN:"$tmpdir/out",creat,trunc)
+			cli=(OPEN:"$tmpdir/in" TCP:$HOST_B:$port,bind=$HOST_A,$buf)
 		else
-			srv=(OPEN:"$tmpdir/in" TCP-LISTEN:$port,bind=$HOST_B,reuseaddr)
-			cli=(TCP:$HOST_B:$port,bind=$HOST_A OPEN:"$tmpdir/out",creat,trunc)
+			srv=(OPEN:"$tmpdir/in" TCP-LISTEN:$port,bind=$HOST_B,reuseaddr,$buf)
+			cli=(TCP:$HOST_B:$port,bind=$HOST_A,$buf OPEN:"$tmpdir/out",creat,trunc)
 		fi
 		timeout 60 env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_CONF= \
 			RSOCKX_HELLO_GRACE_MS=2000 \
