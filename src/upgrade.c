@@ -188,8 +188,16 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events,
 	if (timeout == 0)
 		return -EAGAIN;		/* SO_RCVTIMEO/SO_SNDTIMEO ran out */
 	if (mask && (!c || c->polling)) {
-		/* these sleeps cannot take a mask: let the signals in */
+		/*
+		 * These sleeps cannot take a mask: let the signals in.  One
+		 * held back during the spin has its handler run right here,
+		 * and the sleep after it would not end for it: the call ends
+		 * now, as the kernel's would have (or goes on: rsx_intr).
+		 */
+		ret = rsx_guard_signalled(mask);
 		rsx_guard_signals_end(mask);
+		if (ret && rsx_intr(timeout, mask))
+			return -EINTR;
 		mask = NULL;
 	}
 	if (!c) {

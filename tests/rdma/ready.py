@@ -780,40 +780,47 @@ def signal_client(host, port):
     s.close()
 
 
-def waiter_client(host, port):
+def waiter_client(host, port, who, spin):
     """Two threads in a blocking recv on one socket: the first sleeps on
     the connection, the second (this one) waits for its news.  A signal
     to the second ends that wait as the kernel ends its own: restarted
     after a handler with SA_RESTART, EINTR after one without.  SIGINT's
     handler (Python's) is left without SA_RESTART: a guess from the
     installed handlers (the first thread's kind of wait) would give EINTR
-    in both rounds.  The server answers each 'r' 0.3 s later."""
+    in both rounds.  With spin (ready.sh sets a 1 s spin) the signal comes
+    while the second thread spins, held back: the spin ends, and the wait
+    for the first thread's news after it must not swallow the signal (the
+    guess decides there, so SIGINT's handler follows SIGUSR1's).  The
+    server answers each 'r' 0.3 s later."""
     import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
-    s = connect_hello(host, port, "waiter")
+    s = connect_hello(host, port, who)
     s.settimeout(None)
     hits = []
     signal.signal(signal.SIGUSR1, lambda *a: hits.append(1))
     me = threading.get_ident()
     for restart in (True, False):
         signal.siginterrupt(signal.SIGUSR1, not restart)
+        if spin:
+            signal.siginterrupt(signal.SIGINT, not restart)
         first = []
 
         def sleeper():
             b = ctypes.create_string_buffer(1)
             first.append((libc.recv(s.fileno(), b, 1, 0), b.raw))
-        s.send(b"rr")               # answers at 0.3 s and 0.6 s
         t1 = threading.Thread(target=sleeper)
         t1.start()
-        time.sleep(0.1)             # t1 sleeps on the connection now
+        # t1 sleeps on the connection after this (after its spin)
+        time.sleep(1.2 if spin else 0.1)
+        s.send(b"rr")               # answers 0.3 s and 0.6 s from now
         threading.Timer(0.1, signal.pthread_kill,
                         (me, signal.SIGUSR1)).start()
-        recv_signalled(libc, s, "waiter", restart, 0.3)
+        recv_signalled(libc, s, who, restart, 0.3)
         t1.join(10)
         if first != [(1, b"x")]:
-            fail("waiter client: the first thread got %r" % first)
+            fail("%s client: the first thread got %r" % (who, first))
     if len(hits) != 2:
-        fail("waiter client: %d signals handled, not 2" % len(hits))
+        fail("%s client: %d signals handled, not 2" % (who, len(hits)))
     s.close()
 
 
@@ -862,6 +869,7 @@ def main():
              "timing": timing_server, "lowat": lowat_server,
              "signal": lambda ls: late_server(ls, "signal", 7),
              "waiter": lambda ls: late_server(ls, "waiter", 4),
+             "waiterspin": lambda ls: late_server(ls, "waiterspin", 4),
              "raw": lambda ls: late_server(ls, "raw", 1)}[scen](ls)
     else:
         if scen == "asyncio":
@@ -883,8 +891,8 @@ def main():
             lowat_client(host, port)
         elif scen == "signal":
             signal_client(host, port)
-        elif scen == "waiter":
-            waiter_client(host, port)
+        elif scen in ("waiter", "waiterspin"):
+            waiter_client(host, port, scen, scen == "waiterspin")
         elif scen == "raw":
             raw_client(host, port)
         else:

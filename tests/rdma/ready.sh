@@ -88,6 +88,12 @@ check "signal: the SA_RESTART recv was restarted (intr_restarts)" \
 scenario waiter 5 blocking
 check "waiter: the second thread's recvs waited for the first's (naps)" \
 	test "$(stat_of "$tmpdir/waiter.cstats" naps)" -ge 2
+# The same with a 1 s spin: the signal comes while the second thread
+# spins, and the wait after the spin must end for it.
+scenario waiterspin 5 blocking RSOCKX_SPIN_US=1000000
+check "waiterspin: the second thread waited for the first's (naps), and went on after the SA_RESTART signal (intr_restarts)" \
+	test "$(stat_of "$tmpdir/waiterspin.cstats" naps)" -ge 1 -a \
+	"$(stat_of "$tmpdir/waiterspin.cstats" intr_restarts)" -ge 1
 # fork: connections accepted in pre-forked workers, or handed to a child
 # before their first byte, are upgraded in that process; a child's use of
 # a connection its parent upgraded fails with EIO (fallback_fork)
