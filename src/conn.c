@@ -816,9 +816,9 @@ int rsx_conn_nap(struct rsx_conn *c, uint32_t gen, const struct timespec *until)
 	ret = syscall(SYS_futex, &c->wake_gen,
 		      FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, gen, until, NULL,
 		      FUTEX_BITSET_MATCH_ANY);
-	if (ret == 0 || errno == EAGAIN)
-		return 0;
-	return errno == ETIMEDOUT || errno == EINTR ? -errno : 0;
+	if (ret < 0 && (errno == ETIMEDOUT || errno == EINTR))
+		return -errno;
+	return 0;
 }
 
 /* Called with the socket's lock held, so that c outlives the call. */

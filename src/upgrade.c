@@ -221,12 +221,14 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events,
 				rsx_dbg("kick: %s", strerror(errno));
 		}
 		gen = c->wake_gen;
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_sec += timeout / 1000;
-		until.tv_nsec += (long)(timeout % 1000) * 1000000;
-		if (until.tv_nsec >= 1000000000) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000;
+		if (timeout >= 0) {
+			clock_gettime(CLOCK_MONOTONIC, &until);
+			until.tv_sec += timeout / 1000;
+			until.tv_nsec += (long)(timeout % 1000) * 1000000;
+			if (until.tv_nsec >= 1000000000) {
+				until.tv_sec++;
+				until.tv_nsec -= 1000000000;
+			}
 		}
 		ret = 0;
 		c->waiters++;
