@@ -55,6 +55,7 @@ struct rsx_config {
 	int default_action;
 	uint32_t ring_size;	/* RSOCKX_RING_SIZE: our receive ring */
 	uint32_t spin_us;	/* RSOCKX_SPIN_US: poll this long before sleeping */
+	int wrap_handlers;	/* RSOCKX_WRAP_HANDLERS: count handlers (sig.h) */
 	int linger_ms;		/* RSOCKX_LINGER_MS: close() waits this long */
 	int hello_wait_ms;	/* a message's start waits this long for its rest */
 	int hello_grace_ms;	/* a server speaking first waits for a HELLO */

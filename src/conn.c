@@ -24,6 +24,7 @@
 #include "guard.h"
 #include "libc.h"
 #include "log.h"
+#include "sig.h"
 #include "stats.h"
 
 /*
@@ -344,6 +345,8 @@ int rsx_conn_connect(struct rsx_conn *c, const struct rsx_hello *peer)
 	}
 	rsx_guard_leave();
 	c->qp_ready = 1;
+	if (rsx_config.wrap_handlers)
+		rsx_sig_wrap_all();	/* the spins count handlers from now on */
 	rsx_dbg("QP %u -> %u RTS, mtu %d, ring %u/%u", c->qp->qp_num,
 		peer->qpn, 128 << mtu, c->ring_size, peer->ring_size);
 	return 0;

@@ -24,15 +24,21 @@ void rsx_guard_vfork_begin(void)
 	rsx_guard |= RSX_GUARD_VFORK;
 }
 
+/* 1 in the child of a vfork(), which must hand off our state. */
+int rsx_guard_vfork_child(void)
+{
+	if (likely(!(rsx_guard & RSX_GUARD_VFORK)))
+		return 0;
+	/* getpid() is a plain syscall since glibc 2.25 (no cache). */
+	if (getpid() != rsx_vfork_parent)
+		return 1;
+	rsx_guard &= ~RSX_GUARD_VFORK;
+	return 0;
+}
+
 int rsx_guard_slow(void)
 {
-	if (rsx_guard & RSX_GUARD_VFORK) {
-		/* getpid() is a plain syscall since glibc 2.25 (no cache). */
-		if (getpid() != rsx_vfork_parent)
-			return 1;	/* vfork child: hands off our state */
-		rsx_guard &= ~RSX_GUARD_VFORK;
-	}
-	return rsx_guard != 0;
+	return rsx_guard_vfork_child() || rsx_guard != 0;
 }
 
 struct rsx_thread_start {

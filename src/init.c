@@ -48,6 +48,7 @@ static void rsx_init_tunables(void)
 
 	c->ring_size = 256 * 1024;
 	c->spin_us = 100;
+	c->wrap_handlers = 1;
 	c->linger_ms = 5000;
 	c->hello_wait_ms = 200;
 	c->hello_grace_ms = 5;
@@ -59,6 +60,8 @@ static void rsx_init_tunables(void)
 		    &c->ring_size, sizeof(c->ring_size));
 	rsx_env_num("RSOCKX_SPIN_US", 0, 1000000, 0, &c->spin_us,
 		    sizeof(c->spin_us));
+	rsx_env_num("RSOCKX_WRAP_HANDLERS", 0, 1, 0, &c->wrap_handlers,
+		    sizeof(int));
 	rsx_env_num("RSOCKX_LINGER_MS", 0, 3600000, 0, &c->linger_ms,
 		    sizeof(int));
 	rsx_env_num("RSOCKX_HELLO_GRACE_MS", 0, 10000, 0, &c->hello_grace_ms,

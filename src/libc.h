@@ -62,13 +62,19 @@ int __fxstat64(int ver, int fd, struct stat64 *buf);
 	X(execve, NULL) X(execv, NULL) X(execvp, NULL) X(execvpe, NULL) \
 	X(fexecve, NULL) X(posix_spawn, NULL) X(_exit, NULL) X(_Exit, NULL) \
 	X(__read_chk, NULL) X(__recv_chk, NULL) X(__recvfrom_chk, NULL) \
-	X(__poll_chk, NULL) X(__ppoll_chk, NULL)
+	X(__poll_chk, NULL) X(__ppoll_chk, NULL) \
+	X(sigaction, NULL) X(signal, NULL) X(sysv_signal, NULL) \
+	X(sigset, NULL) X(siginterrupt, NULL)
 
+/* sigset and siginterrupt are deprecated, and still the program's to call */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 struct rsx_libc {
 #define RSX_LIBC_FIELD(name, ver) __typeof__(name) *name;
 	RSX_LIBC_FUNCS(RSX_LIBC_FIELD)
 #undef RSX_LIBC_FIELD
 };
+#pragma GCC diagnostic pop
 
 extern struct rsx_libc rsx_libc;
 

@@ -47,4 +47,17 @@ static inline void rsx_trace_call(const char *name, int fd)
 		rsx_log_call(name, fd);
 }
 
+/*
+ * The same without reading the environment first: for calls that come
+ * while the process starts, before it can be read.  ASan's runtime sets
+ * its handlers through our sigaction() from its own constructor; reading
+ * the environment there found none of it, which left the library off.
+ */
+static inline void rsx_trace_call_early(const char *name, int fd)
+{
+	if (unlikely(rsx_log_level >= RSX_LOG_TRACE &&
+		     rsx_log_level != RSX_LOG_UNSET))
+		rsx_log_call(name, fd);
+}
+
 #endif

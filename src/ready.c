@@ -19,6 +19,7 @@
 #include "libc.h"
 #include "log.h"
 #include "ready.h"
+#include "sig.h"
 #include "stats.h"
 
 /*
@@ -723,8 +724,12 @@ static int64_t rsx_mono_ns(void)
  * RSX_SPIN_ASK_EVERY rounds for the program's other descriptors.  Only
  * while few connections are watched: a round polls them all.
  *
- * Signals are held back while it spins (rsx_guard_signals), and the wait
- * that follows takes the program's mask atomically (ppoll, epoll_pwait).
+ * A handler of the program that runs during the spin ends the call with
+ * EINTR (sig.h).  Where rsockx cannot see the handlers run, or the call
+ * has a mask of its own (ppoll, pselect, epoll_pwait: the spin must not
+ * let in what it blocks), signals are held back while it spins
+ * (rsx_guard_signals).  Either way they are held back from the end of the
+ * spin on, and the wait that follows takes the program's mask atomically.
  * A timeout runs from the end of the spin: the wait is longer by at most
  * the spin, which the kernel's timeouts allow, and the spin no longer than
  * the timeout.
@@ -789,9 +794,10 @@ int rsx_ready_spin(rsx_ready_call *call, void *arg, int64_t timeout_us,
 					     memory_order_relaxed);
 	const sigset_t *mask = ss;
 	int64_t until, spin = rsx_config.spin_us;
+	struct rsx_sig_seen seen;
 	sigset_t old;
 	unsigned int i;
-	int ret, held = 0;
+	int ret, held = 0, counted;
 
 	if (likely(!live) || live > RSX_SPIN_CONNS_MAX || rsx_guarded())
 		return call(arg, 1, ss);
@@ -803,9 +809,13 @@ int rsx_ready_spin(rsx_ready_call *call, void *arg, int64_t timeout_us,
 	if (ret)
 		return ret;
 	if (spin) {
-		rsx_guard_signals(&old);
-		held = 1;
-		mask = ss ? ss : &old;
+		rsx_sig_snap(&seen);
+		counted = !ss && rsx_sig_wrapped();
+		if (!counted) {
+			rsx_guard_signals(&old);
+			held = 1;
+			mask = ss ? ss : &old;
+		}
 		rsx_stat_inc(RSX_STAT_spin_waits);
 		if (timeout_us > 0 && timeout_us < spin)
 			spin = timeout_us;
@@ -819,8 +829,19 @@ int rsx_ready_spin(rsx_ready_call *call, void *arg, int64_t timeout_us,
 				goto out;
 			}
 			if (rsx_mono_ns() >= until ||
-			    rsx_guard_signalled(mask))
+			    (counted ? rsx_sig_ran(&seen) :
+			     rsx_guard_signalled(mask)))
 				break;
+		}
+		if (counted) {
+			rsx_guard_signals(&old);
+			held = 1;
+			mask = &old;
+			if (rsx_sig_ran(&seen)) {
+				errno = EINTR;
+				ret = -1;
+				goto out;
+			}
 		}
 	}
 	/* asleep from now on: every CQ must raise its event */

@@ -46,6 +46,7 @@
 #include "log.h"
 #include "probe.h"
 #include "ready.h"
+#include "sig.h"
 #include "stats.h"
 #include "upgrade.h"
 
@@ -152,13 +153,17 @@ static int rsx_timeout_left(int fd)
 }
 
 /*
- * A sleep of a blocking call ended with EINTR: the call ends with it too,
- * or goes on (0) where the kernel's own would have been restarted
- * (rsx_guard_restartable; never with SO_RCVTIMEO/SO_SNDTIMEO set).
+ * A handler ran since seen, in a spin or a sleep of a blocking call: the
+ * call ends with EINTR, or goes on (0) where the kernel's own would have
+ * been restarted: never with SO_RCVTIMEO/SO_SNDTIMEO set, else when the
+ * handlers had SA_RESTART (rsx_sig_restart), or, for a handler rsockx did
+ * not see run, by rsx_guard_restartable's guess.
  */
-static int rsx_intr(int timeout, const sigset_t *mask)
+static int rsx_intr(int timeout, const sigset_t *mask,
+		    const struct rsx_sig_seen *seen)
 {
-	if (timeout < 0 && rsx_guard_restartable(mask)) {
+	if (timeout < 0 && (rsx_sig_ran(seen) ? rsx_sig_restart(seen) :
+			    rsx_guard_restartable(mask))) {
 		rsx_stat_inc(RSX_STAT_intr_restarts);
 		return 0;
 	}
@@ -171,12 +176,14 @@ static int rsx_intr(int timeout, const sigset_t *mask)
  * did the polling, or after a signal the call goes on from: rsx_intr), or
  * -EINTR.  See struct rsx_conn for why only one thread polls a connection.
  * The TCP end (POLLRDHUP) is noted here for all.  With mask (signals held
- * back during a spin, rsx_guard_signals) the sleep takes that mask.
+ * back after a spin, rsx_guard_signals) the sleep takes that mask.  seen:
+ * the handlers counted before the spin, NULL without one.
  */
 static int rsx_sleep(struct rsx_sock *s, int fd, short events,
-		     const sigset_t *mask)
+		     const sigset_t *mask, const struct rsx_sig_seen *seen)
 {
 	struct rsx_conn *c = s->conn;
+	struct rsx_sig_seen now;
 	struct pollfd pfd[3];
 	uint64_t kick;
 	uint32_t gen;
@@ -187,6 +194,12 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events,
 
 	if (timeout == 0)
 		return -EAGAIN;		/* SO_RCVTIMEO/SO_SNDTIMEO ran out */
+	if (!seen) {
+		rsx_sig_snap(&now);
+		seen = &now;
+	} else if (rsx_sig_ran(seen) && rsx_intr(timeout, mask, seen)) {
+		return -EINTR;	/* a handler ran during a spin (no mask) */
+	}
 	if (mask && (!c || c->polling)) {
 		/*
 		 * These sleeps cannot take a mask: let the signals in.  One
@@ -196,7 +209,7 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events,
 		 */
 		ret = rsx_guard_signalled(mask);
 		rsx_guard_signals_end(mask);
-		if (ret && rsx_intr(timeout, mask))
+		if (ret && rsx_intr(timeout, mask, seen))
 			return -EINTR;
 		mask = NULL;
 	}
@@ -208,7 +221,8 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events,
 		ret = rsx_libc.poll(pfd, 1, timeout);
 		pthread_mutex_lock(&s->lock);
 		if (ret < 0)
-			return errno == EINTR ? rsx_intr(timeout, NULL) : 0;
+			return errno == EINTR ? rsx_intr(timeout, NULL, seen) :
+						0;
 		if (pfd[0].revents & POLLNVAL)
 			return -EBADF;
 		return pfd[0].revents;
@@ -270,7 +284,7 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events,
 	}
 	pthread_mutex_lock(&s->lock);
 	if (ret < 0)
-		ret = errno == EINTR ? rsx_intr(timeout, mask) : 0;
+		ret = errno == EINTR ? rsx_intr(timeout, mask, seen) : 0;
 	else if (ret == 0 && timeout >= 0)
 		ret = -EAGAIN;
 	if (pfd[1].revents)
@@ -726,14 +740,16 @@ static int rsx_peer_gone(const struct rsx_conn *c)
 }
 
 /*
- * Busy-polls the completion queue for up to RSOCKX_SPIN_US.  The clock is
- * read once per RSX_SPIN_CLOCK_EVERY polls: where the kernel has no usable
- * TSC (a VM on HPET), clock_gettime is a system call that costs more than
- * the poll itself.
+ * Busy-polls the completion queue for up to RSOCKX_SPIN_US, or until a
+ * signal comes: one held back (mask), or a handler that ran (seen).  The
+ * clock is read once per RSX_SPIN_CLOCK_EVERY polls: where the kernel has
+ * no usable TSC (a VM on HPET), clock_gettime is a system call that costs
+ * more than the poll itself.
  */
 #define RSX_SPIN_CLOCK_EVERY	16
 
-static int rsx_spin(struct rsx_conn *c, const sigset_t *mask)
+static int rsx_spin(struct rsx_conn *c, const sigset_t *mask,
+		    const struct rsx_sig_seen *seen)
 {
 	uint64_t t0 = rsx_now_us();
 	unsigned int i;
@@ -743,7 +759,7 @@ static int rsx_spin(struct rsx_conn *c, const sigset_t *mask)
 			return 1;
 		if (i % RSX_SPIN_CLOCK_EVERY == 0 &&
 		    (rsx_now_us() - t0 >= rsx_config.spin_us ||
-		     rsx_guard_signalled(mask)))
+		     (mask ? rsx_guard_signalled(mask) : rsx_sig_ran(seen))))
 			return 0;
 	}
 }
@@ -751,22 +767,33 @@ static int rsx_spin(struct rsx_conn *c, const sigset_t *mask)
 /*
  * Waits for progress on an upgraded socket: a completion, TCP data when
  * want_tcp (before the peer's cut-over), and always the TCP end, which
- * POLLRDHUP reports even while unread TCP bytes are queued.  Signals are
- * held back while it spins (rsx_guard_signals).
+ * POLLRDHUP reports even while unread TCP bytes are queued.  It spins
+ * first, watching the program's handlers run (sig.h), or, where rsockx
+ * cannot see them, with signals held back (rsx_guard_signals).  Held back
+ * from the end of the spin on, a signal ends the sleep after it (which
+ * takes the program's mask atomically) at once.
  */
 static int rsx_wait_conn(struct rsx_sock *s, int fd, int want_tcp)
 {
 	struct rsx_conn *c = s->conn;
 	sigset_t old, *mask = NULL;
+	struct rsx_sig_seen seen;
 	short events = 0;
 	int ret;
 
 	if (rsx_config.spin_us && c->qp_ready) {
 		mask = &old;
-		rsx_guard_signals(mask);
-		if (rsx_spin(c, mask)) {
-			rsx_guard_signals_end(mask);
-			return 0;
+		rsx_sig_snap(&seen);
+		if (rsx_sig_wrapped()) {
+			if (rsx_spin(c, NULL, &seen))
+				return 0;
+			rsx_guard_signals(mask);
+		} else {
+			rsx_guard_signals(mask);
+			if (rsx_spin(c, mask, &seen)) {
+				rsx_guard_signals_end(mask);
+				return 0;
+			}
 		}
 	}
 	if (want_tcp)
@@ -775,7 +802,7 @@ static int rsx_wait_conn(struct rsx_sock *s, int fd, int want_tcp)
 		events |= POLLRDHUP;
 	if (c->peer_down && c->tx_resend < c->tx_head)
 		events |= POLLOUT;
-	ret = rsx_sleep(s, fd, events, mask);
+	ret = rsx_sleep(s, fd, events, mask, mask ? &seen : NULL);
 	if (mask)
 		rsx_guard_signals_end(mask);
 	return ret < 0 ? ret : 0;
@@ -951,7 +978,7 @@ static ssize_t rsx_up_send(struct rsx_sock *s, int fd, const struct iovec *iov,
 				return sent ? (ssize_t)sent : n;
 			if (nonblock)
 				return sent ? (ssize_t)sent : -EAGAIN;
-			ret = rsx_sleep(s, fd, POLLOUT, NULL);
+			ret = rsx_sleep(s, fd, POLLOUT, NULL, NULL);
 			if (ret < 0)
 				return sent ? (ssize_t)sent : ret;
 			continue;
@@ -1015,7 +1042,7 @@ static ssize_t rsx_hello_send(struct rsx_sock *s, int fd,
 		if (n != -EAGAIN || nonblock)
 			return sent ? (ssize_t)sent : n;
 		ret = rsx_sleep(s, fd, s->state == RSX_ST_CLIENT_HELLO ?
-				POLLOUT | POLLIN : POLLOUT, NULL);
+				POLLOUT | POLLIN : POLLOUT, NULL, NULL);
 		if (ret < 0)
 			return sent ? (ssize_t)sent : ret;
 		if (s->state == RSX_ST_CLIENT_HELLO) {
@@ -1129,7 +1156,7 @@ static ssize_t rsx_sock_io(int fd, const struct iovec *iov, int iovcnt,
 		if (!send && s->partial_since)
 			usleep(1000);	/* a message's start is in: its rest is due */
 		else if ((ret = rsx_sleep(s, fd, send ? POLLOUT : POLLIN,
-					  NULL)) < 0)
+					  NULL, NULL)) < 0)
 			break;
 		ret = -EAGAIN;
 	}

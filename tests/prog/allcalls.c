@@ -358,6 +358,69 @@ static void processes(const char *self)
 	close(a);
 }
 
+/* The calls that set a signal's action: each reports the handler before
+ * it, and the one it set runs.  The library wraps them (the program's
+ * handlers go behind a trampoline once a connection is upgraded). */
+static volatile sig_atomic_t sig_hits;
+
+static void on_sig(int sig)
+{
+	(void)sig;
+	sig_hits++;
+}
+
+static void on_sig2(int sig)
+{
+	(void)sig;
+	sig_hits += 10;
+}
+
+typedef void (*handler_fn)(int);
+
+static void set_and_raise(handler_fn (*set)(int, handler_fn), handler_fn h,
+			  handler_fn before)
+{
+	int n = sig_hits;
+
+	pt_check(set != NULL);
+	pt_check(set(SIGUSR1, h) == before);
+	pt_check(raise(SIGUSR1) == 0);
+	pt_check(sig_hits == n + (h == on_sig ? 1 : 10));
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static void signals(void)
+{
+	int (*dsigaction)(int, const struct sigaction *, struct sigaction *) =
+		dlsym(RTLD_DEFAULT, "__sigaction");
+	struct sigaction sa, old;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_sig;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	pt_check(sigaction(SIGUSR1, &sa, &old) == 0);
+	pt_check(old.sa_handler == SIG_DFL);
+	pt_check(raise(SIGUSR1) == 0 && sig_hits == 1);
+	sa.sa_handler = on_sig2;
+	pt_check(dsigaction != NULL && dsigaction(SIGUSR1, &sa, &old) == 0);
+	pt_check(old.sa_handler == on_sig && (old.sa_flags & SA_RESTART));
+	set_and_raise(signal, on_sig, on_sig2);
+	set_and_raise(dlsym(RTLD_DEFAULT, "bsd_signal"), on_sig2, on_sig);
+	set_and_raise(dlsym(RTLD_DEFAULT, "ssignal"), on_sig, on_sig2);
+	pt_check(siginterrupt(SIGUSR1, 1) == 0);
+	pt_check(sigaction(SIGUSR1, NULL, &old) == 0);
+	pt_check(old.sa_handler == on_sig && !(old.sa_flags & SA_RESTART));
+	set_and_raise(sigset, on_sig2, on_sig);
+	set_and_raise(sysv_signal, on_sig, on_sig2);
+	/* System V's: one run, then the default again */
+	pt_check(signal(SIGUSR1, SIG_IGN) == SIG_DFL);
+	set_and_raise(dlsym(RTLD_DEFAULT, "__sysv_signal"), on_sig2, SIG_IGN);
+	pt_check(signal(SIGUSR1, SIG_DFL) == SIG_DFL);
+}
+#pragma GCC diagnostic pop
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "child")) {
@@ -365,6 +428,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	sockets();
+	signals();
 	processes("/proc/self/exe");
 	printf("allcalls: ok\n");
 	return 0;

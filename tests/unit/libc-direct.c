@@ -9,6 +9,7 @@
 #pragma weak __fxstat
 #pragma weak __fxstat64
 
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 struct rsx_libc rsx_libc = {
 #define RSX_DIRECT(name, ver) .name = name,
 	RSX_LIBC_FUNCS(RSX_DIRECT)

@@ -19,7 +19,10 @@
 # given); exit the shell or press Ctrl-A X to stop the VM.  No timeout.
 # Environment: RSOCKX_* and PYTHON, abs_top_srcdir, abs_top_builddir,
 # ASAN_OPTIONS and UBSAN_OPTIONS are passed to the guest; RSOCKX_VM_SMP (2),
-# RSOCKX_VM_MEM (2G) size the VM.
+# RSOCKX_VM_MEM (2G) size the VM, RSOCKX_VM_CPU (max) is qemu's -cpu (e.g.
+# max,erms=off: the emulation runs `rep movsb`, which the guest's kernel
+# and glibc use for copies when the CPU has ERMS, at a seventh of the speed
+# of vector moves).
 set -euo pipefail
 
 usage() { sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 2; }
@@ -162,7 +165,7 @@ kernel=$cache/vmlinuz
 : >"$rundir/out"
 args=(
 	-nodefaults -no-user-config -no-reboot
-	-accel tcg,thread=multi -cpu max
+	-accel tcg,thread=multi -cpu "${RSOCKX_VM_CPU:-max}"
 	-smp "${RSOCKX_VM_SMP:-2}" -m "${RSOCKX_VM_MEM:-2G}"
 	-kernel "$kernel" -initrd "$cache/initrd.cpio"
 	-append "console=ttyS0 panic=-1 quiet loglevel=3 mitigations=off"
