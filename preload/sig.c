@@ -10,13 +10,19 @@
 #include "shim.h"
 #include "sig.h"
 
-RSX_EXPORT int sigaction(int sig, const struct sigaction *act,
-			 struct sigaction *old)
+static int rsx_sigaction(const char *name, int sig,
+			 const struct sigaction *act, struct sigaction *old)
 {
-	rsx_trace_call_early("sigaction", -1);
+	rsx_trace_call_early(name, -1);
 	if (rsx_guard_vfork_child())
 		return RSX_REAL(sigaction)(sig, act, old);
 	return rsx_sig_action(sig, act, old);
+}
+
+RSX_EXPORT int sigaction(int sig, const struct sigaction *act,
+			 struct sigaction *old)
+{
+	return rsx_sigaction("sigaction", sig, act, old);
 }
 
 RSX_EXPORT int __sigaction(int sig, const struct sigaction *act,
@@ -24,10 +30,7 @@ RSX_EXPORT int __sigaction(int sig, const struct sigaction *act,
 RSX_EXPORT int __sigaction(int sig, const struct sigaction *act,
 			   struct sigaction *old)
 {
-	rsx_trace_call_early("__sigaction", -1);
-	if (rsx_guard_vfork_child())
-		return RSX_REAL(sigaction)(sig, act, old);
-	return rsx_sig_action(sig, act, old);
+	return rsx_sigaction("__sigaction", sig, act, old);
 }
 
 #define RSX_LEGACY(name, real)						\
