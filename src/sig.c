@@ -75,6 +75,23 @@ static void rsx_sig_unlock(const sigset_t *old)
 	errno = err;
 }
 
+/*
+ * Across fork(): a change under way in another thread would leave the
+ * child a lock nobody releases, or an entry half written.  The mask saved
+ * is the forking thread's own, which the child's one thread inherits.
+ */
+static RSX_TLS sigset_t rsx_sig_fork_mask;
+
+void rsx_sig_fork_prepare(void)
+{
+	rsx_sig_lock(&rsx_sig_fork_mask);
+}
+
+void rsx_sig_fork_done(void)
+{
+	rsx_sig_unlock(&rsx_sig_fork_mask);
+}
+
 /* Lock held. */
 static void rsx_sig_set(int sig, void *handler, int flags)
 {

@@ -59,6 +59,8 @@ static inline int rsx_sig_restart(const struct rsx_sig_seen *s)
 typedef void (*rsx_sighandler)(int);
 
 void rsx_sig_wrap_all(void);
+void rsx_sig_fork_prepare(void);
+void rsx_sig_fork_done(void);	/* in the parent and in the child */
 int rsx_sig_action(int sig, const struct sigaction *act,
 		   struct sigaction *old);
 rsx_sighandler rsx_sig_legacy(int sig, rsx_sighandler h,

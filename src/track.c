@@ -25,8 +25,8 @@
 #include "log.h"
 #include "stats.h"
 #include "ready.h"
+#include "sig.h"
 #include "track.h"
-#include "upgrade.h"
 #include "upgrade.h"
 
 static int rsx_tracking(void)
@@ -339,10 +339,12 @@ void rsx_on_fork_prepare(void)
 {
 	rsx_stats_fork_prepare();
 	rsx_probe_fork_prepare();
+	rsx_sig_fork_prepare();
 }
 
 void rsx_on_fork_parent(void)
 {
+	rsx_sig_fork_done();
 	rsx_probe_fork_parent();
 }
 
@@ -350,6 +352,7 @@ void rsx_on_fork_parent(void)
 void rsx_on_fork_child(void)
 {
 	rsx_stats_fork_child();	/* first: the counters mapped are the parent's */
+	rsx_sig_fork_done();
 	rsx_stat_inc(RSX_STAT_forks);
 	rsx_fork_child_sockets();
 }

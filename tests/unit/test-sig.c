@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sig.h"
@@ -86,7 +87,9 @@ int main(void)
 {
 	struct sigaction sa, old;
 	struct rsx_sig_seen seen;
-	sigset_t cur;
+	sigset_t cur, after;
+	pid_t pid;
+	int st;
 	void *tramp, *got;
 	pthread_t t;
 	int flags;
@@ -202,6 +205,25 @@ int main(void)
 
 	sa = act(h1, 0);
 	ok(rsx_sig_action(SIGKILL, &sa, NULL) == -1, "SIGKILL refused");
+
+	/* fork(): as the shim's wrapper does it; the child can change
+	 * actions, and both get their mask back */
+	sigprocmask(SIG_BLOCK, NULL, &cur);
+	rsx_sig_fork_prepare();
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		rsx_sig_fork_done();
+		sa = act(h1, 0);
+		_exit(rsx_sig_action(SIGUSR1, &sa, NULL) ? 1 : 0);
+	}
+	rsx_sig_fork_done();
+	ok(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
+	   WEXITSTATUS(st) == 0, "fork: the child sets an action");
+	sigprocmask(SIG_BLOCK, NULL, &after);
+	ok(sigismember(&after, SIGUSR1) == sigismember(&cur, SIGUSR1) &&
+	   sigismember(&after, SIGTERM) == sigismember(&cur, SIGTERM),
+	   "fork: the parent's mask is back");
 	ok(rsx_sig_action(0, NULL, &old) == -1 &&
 	   rsx_sig_action(NSIG, NULL, &old) == -1, "bad numbers refused");
 	return done_testing();
