@@ -97,17 +97,9 @@ check "waiterspin: the second thread waited for the first's (naps), and went on 
 # fork: connections accepted in pre-forked workers, or handed to a child
 # before their first byte, are upgraded in that process; a child's use of
 # a connection its parent upgraded fails with EIO (fallback_fork)
-# Not under ASan: now and then a pre-forked worker never exits there (CI,
-# once in about three sanitized runs; never without ASan, not reproduced by
-# hand).  This compiler's libasan has no fork handling (tests/san/san.test).
-case $RSOCKX_PRELOAD in
-*libasan*)
-	skip "prefork: not under ASan (a worker hangs now and then)" ;;
-*)
-	scenario prefork 10 blocking
-	check "prefork: four connections upgraded in the workers" \
-		test "$(stat_of "$tmpdir/prefork.sstats" upgraded)" = 4 ;;
-esac
+scenario prefork 10 blocking
+check "prefork: four connections upgraded in the workers" \
+	test "$(stat_of "$tmpdir/prefork.sstats" upgraded)" = 4
 scenario forkconn 10 blocking
 check "forkconn: three connections upgraded in the children" \
 	test "$(stat_of "$tmpdir/forkconn.sstats" upgraded)" = 3
