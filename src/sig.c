@@ -174,7 +174,9 @@ static void rsx_sig_adopt(int sig)
 /*
  * At the first upgrade: from now on the spins count handlers instead of
  * holding signals back.  A process that never upgrades keeps its handlers
- * untouched (the library may be preloaded into every program).
+ * untouched (the library may be preloaded into every program), and its
+ * sigaction() takes no lock: one that another thread makes at this very
+ * moment, past the test of rsx_sig_wrapping, may stay unwrapped.
  */
 void rsx_sig_wrap_all(void)
 {
