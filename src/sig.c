@@ -224,38 +224,45 @@ int rsx_sig_action(int sig, const struct sigaction *act,
 	if (!act || h == (void *)rsx_sig_tramp) {
 		/* a query, or an action read past us (raw) put back */
 		ret = rsx_real_sigaction(sig, act, old);
-	} else if (rsx_sig_is_fn(h)) {
+		if (!ret && old)
+			rsx_sig_report(sig, old);
+		goto out;
+	}
+	ret = rsx_real_sigaction(sig, NULL, &prev);
+	if (ret)
+		goto out;
+	rsx_sig_report(sig, &prev);	/* before the entry changes */
+	rsx_sig_get(sig, &was, &was_flags);
+	if (rsx_sig_is_fn(h)) {
+		/* the entry first: the trampoline runs once the kernel has it */
+		rsx_sig_set(sig, h, act->sa_flags);
 		k = *act;
 		k.sa_sigaction = rsx_sig_tramp;
 		k.sa_flags |= SA_SIGINFO;
-		ret = rsx_real_sigaction(sig, NULL, &prev);
-		if (!ret) {
-			/* the old one's view before the entry changes */
-			rsx_sig_report(sig, &prev);
-			rsx_sig_get(sig, &was, &was_flags);
-			rsx_sig_set(sig, h, act->sa_flags);
-			ret = rsx_real_sigaction(sig, &k, NULL);
-			if (ret)
-				rsx_sig_set(sig, was, was_flags);
-			else if (old)
-				*old = prev;
-			old = NULL;
-		}
+		ret = rsx_real_sigaction(sig, &k, NULL);
 	} else {
 		/* SIG_DFL, SIG_IGN: the kernel first, then the entry */
-		ret = rsx_real_sigaction(sig, act, &prev);
-		if (!ret) {
-			rsx_sig_report(sig, &prev);
+		ret = rsx_real_sigaction(sig, act, NULL);
+		if (!ret)
 			rsx_sig_set(sig, h, act->sa_flags);
-			if (old)
-				*old = prev;
-			old = NULL;
-		}
 	}
-	if (!ret && old)
-		rsx_sig_report(sig, old);
+	if (ret)
+		rsx_sig_set(sig, was, was_flags);
+	else if (old)
+		*old = prev;
+out:
 	rsx_sig_unlock(&mask);
 	return ret;
+}
+
+/* The action libc's own call set for sig, taken over under the lock. */
+static void rsx_sig_readopt(int sig)
+{
+	sigset_t mask;
+
+	rsx_sig_lock(&mask);
+	rsx_sig_adopt(sig);
+	rsx_sig_unlock(&mask);
 }
 
 /*
@@ -268,7 +275,6 @@ rsx_sighandler rsx_sig_legacy(int sig, rsx_sighandler h,
 			      rsx_sighandler (*real)(int, rsx_sighandler))
 {
 	rsx_sighandler ret;
-	sigset_t mask;
 	void *prev;
 	int flags;
 
@@ -278,24 +284,16 @@ rsx_sighandler rsx_sig_legacy(int sig, rsx_sighandler h,
 	ret = real(sig, h);
 	if ((void *)ret == (void *)rsx_sig_tramp)
 		ret = (rsx_sighandler)prev;
-	if (ret != SIG_ERR) {
-		rsx_sig_lock(&mask);
-		rsx_sig_adopt(sig);
-		rsx_sig_unlock(&mask);
-	}
+	if (ret != SIG_ERR)
+		rsx_sig_readopt(sig);
 	return ret;
 }
 
 int rsx_sig_interrupt(int sig, int flag, int (*real)(int, int))
 {
-	sigset_t mask;
-	int ret;
+	int ret = real(sig, flag);
 
-	ret = real(sig, flag);
-	if (!ret && rsx_sig_wrappable(sig) && rsx_sig_wrapped()) {
-		rsx_sig_lock(&mask);
-		rsx_sig_adopt(sig);
-		rsx_sig_unlock(&mask);
-	}
+	if (!ret && rsx_sig_wrappable(sig) && rsx_sig_wrapped())
+		rsx_sig_readopt(sig);
 	return ret;
 }
