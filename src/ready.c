@@ -447,12 +447,33 @@ void rsx_ready_quiesce(struct rsx_sock *s)
 		sched_yield();
 }
 
+/*
+ * Empties one end of the pair.  One datagram is queued there, more only
+ * where a forked copy of the state queued its own; recvmmsg takes them in
+ * one call where a loop of recv would need a second to see EAGAIN (one
+ * system call per request, in an evented server).
+ */
+static void rsx_ready_drain(int fd)
+{
+	struct mmsghdr m[4];
+	struct iovec v[4];
+	char b[4];
+	unsigned int i;
+
+	for (i = 0; i < 4; i++) {
+		v[i] = (struct iovec){ .iov_base = &b[i], .iov_len = 1 };
+		m[i] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &v[i],
+						      .msg_iovlen = 1 } };
+	}
+	while (rsx_libc.recvmmsg(fd, m, 4, MSG_DONTWAIT, NULL) == 4)
+		;
+}
+
 /* Under s->lock: make x show st. */
 void rsx_ready_show(struct rsx_sock *s, const struct rsx_ready_state *st)
 {
 	static const char block[RSX_BLOCK_LEN];
 	struct rsx_ready *r = s->rdy;
-	char b;
 
 	if (st->hup && !r->hup) {
 		rsx_libc.shutdown(r->x, SHUT_RDWR);
@@ -465,14 +486,12 @@ void rsx_ready_show(struct rsx_sock *s, const struct rsx_ready_state *st)
 		if (st->in)
 			rsx_libc.send(r->y, "", 1, MSG_DONTWAIT);
 		else
-			while (rsx_libc.recv(r->x, &b, 1, MSG_DONTWAIT) > 0)
-				;
+			rsx_ready_drain(r->x);
 		r->in = st->in;
 	}
 	if (st->out == r->blocked) {
 		if (st->out)
-			while (rsx_libc.recv(r->y, &b, 1, MSG_DONTWAIT) > 0)
-				;
+			rsx_ready_drain(r->y);
 		else
 			rsx_libc.send(r->x, block, sizeof(block), MSG_DONTWAIT);
 		r->blocked = !st->out;
