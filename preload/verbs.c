@@ -41,6 +41,7 @@ static int rsx_verbs_open(void)
 	}
 	RSX_IBV_FUNCS(RSX_IBV_SYM)
 #undef RSX_IBV_SYM
+	rsx_ibv.query_gid_table = dlsym(ibv, "_ibv_query_gid_table");
 #define RSX_RDMA_SYM(n)							\
 	rsx_rdma.n = dlsym(cm, "rdma_" #n);				\
 	if (!rsx_rdma.n) {						\

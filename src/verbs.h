@@ -35,6 +35,10 @@ struct rsx_ibv {
 #define RSX_IBV_FIELD(n) __typeof__(ibv_##n) *n;
 	RSX_IBV_FUNCS(RSX_IBV_FIELD)
 #undef RSX_IBV_FIELD
+	/* optional (rdma-core 32 and later), NULL where absent: the whole
+	 * GID table in one call, where ibv_query_gid() takes one system
+	 * call per index, valid or not (1024 per rxe port) */
+	__typeof__(_ibv_query_gid_table) *query_gid_table;
 };
 
 struct rsx_rdma {
