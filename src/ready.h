@@ -48,6 +48,7 @@ struct rsx_ready {
 	uint8_t hup;
 	uint8_t swapped;	/* the program's epoll registrations are on x */
 	uint8_t watch_out;	/* the watcher hears of room in TCP, too */
+	uint32_t seen;		/* backstop round a program thread looked in */
 };
 
 /* What a connection looks like to a waiter (upgrade.c computes it). */
@@ -100,8 +101,10 @@ void rsx_sock_ready_event(struct rsx_sock *s, int chan, uint32_t tcp_ev);
 /* Recomputes what x shows (under s->lock). */
 void rsx_sock_ready_sync(struct rsx_sock *s);
 int rsx_sock_ready_spin(struct rsx_sock *s);
-void rsx_sock_ready_arm(struct rsx_sock *s);
+int rsx_sock_ready_arm(struct rsx_sock *s, int recent);
 int rsx_ready_arm_now(void);
+/* A program thread looks at s (under s->lock): the backstop can wait. */
+void rsx_ready_seen(struct rsx_sock *s);
 
 /*
  * The program's wait, for rsx_ready_spin(): with wait 0 it must not sleep

@@ -1258,6 +1258,7 @@ void rsx_sock_ready_sync(struct rsx_sock *s)
 
 	if (likely(!s->rdy) || !rsx_sock_ready_wanted(s))
 		return;
+	rsx_ready_seen(s);
 	if (s->state == RSX_ST_CLIENT_HELLO) {
 		/*
 		 * The answer may be in: take it, unseen by the program.  An
@@ -1312,16 +1313,24 @@ void rsx_sock_ready_event(struct rsx_sock *s, int chan, uint32_t tcp_ev)
 	rsx_ready_kick(s);
 }
 
-/* The watcher's backstop (ready.c): arm s's CQ if it is not. */
-void rsx_sock_ready_arm(struct rsx_sock *s)
+/*
+ * The watcher's backstop (ready.c): arm s's CQ if it is not, unless a
+ * program thread looked at s lately (recent).  1: left unarmed for that.
+ */
+int rsx_sock_ready_arm(struct rsx_sock *s, int recent)
 {
 	struct rsx_conn *c = s->conn;
 
 	if (!s->rdy || s->state != RSX_ST_UPGRADED || !c->qp_ready ||
-	    c->armed || c->err || rsx_conn_arm(c))
-		return;
+	    c->armed || c->err)
+		return 0;
+	if (recent)
+		return 1;
+	if (rsx_conn_arm(c))
+		return 0;
 	rsx_stat_inc(RSX_STAT_ready_backstops);
 	rsx_sock_ready_sync(s);		/* what came before the arm */
+	return 0;
 }
 
 /*
@@ -1333,6 +1342,7 @@ int rsx_sock_ready_spin(struct rsx_sock *s)
 {
 	struct rsx_conn *c = s->conn;
 
+	rsx_ready_seen(s);
 	if (!s->rdy || s->state != RSX_ST_UPGRADED || !c->qp_ready ||
 	    !rsx_conn_poll(c))
 		return 0;
