@@ -14,7 +14,8 @@ stat_of() {
 # environment ("-" for no library at all).  Every byte is checked by
 # rsx-stream itself; counters land in $tmpdir/LABEL.{s,c}stats.
 # STREAM_CONNECT: the address the client connects to (default SADDR);
-# STREAM_SERVER_ARGS: extra arguments of the server only.
+# STREAM_SERVER_ARGS: extra arguments of the server only;
+# STREAM_CLIENT_WRAP: a command the client runs under (see stream_run).
 stream_pair() {
 	local label=$1 senv=$2 cenv=$3 saddr=$4 bind=$5 port spid rc=0
 	local out=$tmpdir/$label
@@ -30,7 +31,8 @@ stream_pair() {
 		kill $spid 2>/dev/null
 		return 1
 	fi
-	stream_run "$cenv" "$out.cstats" "$STREAM" client -c "${STREAM_CONNECT:-$saddr}" \
+	STREAM_WRAP=${STREAM_CLIENT_WRAP:-} \
+		stream_run "$cenv" "$out.cstats" "$STREAM" client -c "${STREAM_CONNECT:-$saddr}" \
 		${bind:+-b "$bind"} -p "$port" "$@" >"$out.client" 2>&1 || rc=1
 	reap $spid 60 || rc=1
 	sed "s/^/  $label: /" "$out.server" "$out.client" >&2
@@ -39,15 +41,17 @@ stream_pair() {
 }
 
 # stream_run ENV STATSFILE CMD...: CMD under the library with ENV (words of
-# VAR=value), or without it when ENV is "-".  Bounded in time.
+# VAR=value), or without it when ENV is "-".  Bounded in time.  STREAM_WRAP
+# (words): a command that all of it runs under, such as strace, which then
+# does not get the library itself.
 stream_run() {
 	local envs=$1 stats=$2
 	shift 2
+	# shellcheck disable=SC2086
 	if [ "$envs" = - ]; then
-		bounded 120 "$@"
+		bounded 120 ${STREAM_WRAP:-} "$@"
 	else
-		# shellcheck disable=SC2086
-		bounded 120 env LD_PRELOAD="$RSOCKX_PRELOAD" \
+		bounded 120 ${STREAM_WRAP:-} env LD_PRELOAD="$RSOCKX_PRELOAD" \
 			RSOCKX_STATS_FILE="$stats" $envs "$@"
 	fi
 }
