@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -41,6 +42,7 @@
 #define RSX_RQ_DEPTH		128
 #define RSX_RQ_RESERVE		32	/* receives kept for control messages */
 #define RSX_CREDIT_MSGS		32	/* return message credits this often */
+#define RSX_RQ_BATCH		16	/* re-post receives this many at once */
 #define RSX_SIGNAL_EVERY	16
 #define RSX_CHUNK_MAX		(256u * 1024)
 #define RSX_POLL_BATCH		32
@@ -75,6 +77,71 @@ static void rsx_chan_hide(struct ibv_comp_channel *chan)
 }
 
 #define RSX_PEER_RING_FREE (4u << 20)
+
+/* Every connection with a QP, for rsx_conn_port_down(). */
+static pthread_mutex_t rsx_live_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rsx_conn *rsx_live;
+
+static void rsx_live_add(struct rsx_conn *c)
+{
+	pthread_mutex_lock(&rsx_live_lock);
+	c->live_next = rsx_live;
+	if (rsx_live)
+		rsx_live->live_pprev = &c->live_next;
+	rsx_live = c;
+	c->live_pprev = &rsx_live;
+	pthread_mutex_unlock(&rsx_live_lock);
+}
+
+static void rsx_live_del(struct rsx_conn *c)
+{
+	if (!c->live_pprev)
+		return;
+	pthread_mutex_lock(&rsx_live_lock);
+	*c->live_pprev = c->live_next;
+	if (c->live_next)
+		c->live_next->live_pprev = c->live_pprev;
+	pthread_mutex_unlock(&rsx_live_lock);
+	c->live_pprev = NULL;
+}
+
+/* In a fork child: the parent's connections are not ours to break. */
+void rsx_conn_fork_child(void)
+{
+	pthread_mutex_init(&rsx_live_lock, NULL);
+	rsx_live = NULL;
+}
+
+/*
+ * Port port of ctx (0: every port) went down: each QP on it moves to the
+ * error state.  Its requests and receives complete flushed, which wakes
+ * whoever waits on the connection and breaks it (ECONNRESET) the way the
+ * transport's retries would on hardware, only sooner; Soft-RoCE retries a
+ * request on a port that is down for as long as it stays down.  The
+ * owners' threads are not involved: modify_qp may run beside their posts
+ * and polls.  Returns how many connections it broke.
+ */
+int rsx_conn_port_down(struct ibv_context *ctx, int port)
+{
+	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_ERR };
+	struct rsx_conn *c;
+	int n = 0;
+
+	pthread_mutex_lock(&rsx_live_lock);
+	rsx_guard_enter();
+	for (c = rsx_live; c; c = c->live_next) {
+		if (c->dev->ctx != ctx || (port && c->dev->port != port))
+			continue;
+		if (rsx_ibv.modify_qp(c->qp, &qa, IBV_QP_STATE))
+			rsx_info("QP %u to ERR failed", c->qp->qp_num);
+		else
+			n++;
+	}
+	rsx_guard_leave();
+	pthread_mutex_unlock(&rsx_live_lock);
+	rsx_stat_add(RSX_STAT_port_down_breaks, n);
+	return n;
+}
 
 static int rsx_post_recvs(struct rsx_conn *c, uint32_t n)
 {
@@ -197,6 +264,7 @@ int rsx_conn_create(struct rsx_dev *dev, uint32_t ring_size,
 		goto err;
 	rsx_guard_leave();
 	rsx_stat_inc(RSX_STAT_qps_created);
+	rsx_live_add(c);
 	*out = c;
 	return 0;
 
@@ -214,6 +282,7 @@ void rsx_conn_destroy(struct rsx_conn *c)
 {
 	struct rsx_sock *old;
 
+	rsx_live_del(c);
 	rsx_guard_enter();
 	if (c->qp) {
 		rsx_ibv.destroy_qp(c->qp);
@@ -457,6 +526,27 @@ int rsx_conn_cutover(struct rsx_conn *c)
 	return ret;
 }
 
+/*
+ * Receives go back to the receive queue RSX_RQ_BATCH at a time, and all of
+ * them before a CREDIT: a message the peer is credited for must find its
+ * receive posted (the peer sends up to rq_depth messages beyond the last
+ * credit).
+ */
+static int rsx_repost(struct rsx_conn *c)
+{
+	int ret;
+
+	if (!c->rq_repost || c->err || c->peer_down)
+		return 0;
+	ret = rsx_post_recvs(c, c->rq_repost);
+	if (ret) {
+		rsx_conn_fail(c, ret, "post_recv failed");
+		return ret;
+	}
+	c->rq_repost = 0;
+	return 0;
+}
+
 static void rsx_maybe_credit(struct rsx_conn *c)
 {
 	if (!c->qp_ready || !c->stage_mr || c->peer_down || c->down_sent)
@@ -464,7 +554,7 @@ static void rsx_maybe_credit(struct rsx_conn *c)
 	if (c->rx_tail - c->credit_bytes_sent < c->ring_size / 4 &&
 	    c->rx_msgs - c->credit_msgs_sent < RSX_CREDIT_MSGS)
 		return;
-	if (rsx_post_ctrl(c, RSX_IMM_CREDIT))
+	if (rsx_repost(c) || rsx_post_ctrl(c, RSX_IMM_CREDIT))
 		return;	/* retried on the next poll */
 	c->credit_bytes_sent = c->rx_tail;
 	c->credit_msgs_sent = c->rx_msgs;
@@ -551,7 +641,7 @@ static void rsx_handle_recv(struct rsx_conn *c, uint32_t imm)
 int rsx_conn_poll(struct rsx_conn *c)
 {
 	struct ibv_wc wc[RSX_POLL_BATCH];
-	int n, i, total = 0, ret;
+	int n, i, total = 0;
 
 	for (;;) {
 		n = ibv_poll_cq(c->cq, RSX_POLL_BATCH, wc);
@@ -585,12 +675,14 @@ int rsx_conn_poll(struct rsx_conn *c)
 		if (n < RSX_POLL_BATCH)
 			break;
 	}
-	if (c->rq_repost && !c->err && !c->peer_down) {
-		ret = rsx_post_recvs(c, c->rq_repost);
-		if (ret)
-			rsx_conn_fail(c, ret, "post_recv failed");
-		c->rq_repost = 0;
-	}
+	/*
+	 * Without a completion nothing that a re-post or a CREDIT waits for
+	 * has changed: an empty poll, most polls of a spin, stops here.
+	 */
+	if (!total)
+		return c->err;
+	if (c->rq_repost >= RSX_RQ_BATCH)
+		rsx_repost(c);
 	if (!c->err)
 		rsx_maybe_credit(c);
 	return c->err ? c->err : total;

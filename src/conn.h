@@ -117,12 +117,12 @@ struct rsx_conn {
 	/* receiving */
 	uint64_t rx_head;	/* bytes the peer has written into our ring */
 	uint64_t rx_tail;	/* ... of which the application has read */
-	uint64_t rx_msgs;	/* messages taken in (receives re-posted) */
+	uint64_t rx_msgs;	/* messages taken in */
 	uint64_t credit_bytes_sent;
 	uint64_t credit_msgs_sent;
 	uint64_t rx_tcp;	/* application bytes read over TCP */
 	int64_t rx_tcp_limit;	/* the peer's CUTOVER; -1 until it came */
-	uint32_t rq_repost;	/* receives to post again */
+	uint32_t rq_repost;	/* receives to post again (before a CREDIT) */
 
 	uint8_t qp_ready;	/* our QP is in RTS */
 	uint8_t tx_ring;	/* we send through the ring */
@@ -138,6 +138,8 @@ struct rsx_conn {
 	uint8_t down_shut;	/* our FIN went again, as TCP's shutdown */
 	uint8_t keep;		/* dropped at exec under a sleeper: never freed */
 	int err;		/* -errno once the connection broke */
+	/* the process's list of connections, for rsx_conn_port_down() */
+	struct rsx_conn *live_next, **live_pprev;
 };
 
 int rsx_conn_create(struct rsx_dev *dev, uint32_t ring_size,
@@ -163,5 +165,7 @@ int rsx_conn_chan_fd(const struct rsx_conn *c);
 int rsx_conn_nap(struct rsx_conn *c, uint32_t gen,
 		 const struct timespec *until);
 void rsx_conn_wake(struct rsx_conn *c);
+int rsx_conn_port_down(struct ibv_context *ctx, int port);
+void rsx_conn_fork_child(void);
 
 #endif

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "conn.h"
 #include "dev.h"
 #include "guard.h"
 #include "libc.h"
@@ -26,7 +27,7 @@
 static pthread_mutex_t rsx_dev_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rsx_dev rsx_devs[RSX_DEV_MAX];
 static int rsx_ndevs;
-static int rsx_devs_opened;
+static _Atomic int rsx_devs_opened;	/* rsx_devs[] is final once set */
 
 static struct {
 	uint8_t gid[16];
@@ -84,18 +85,22 @@ static int rsx_query_port(struct ibv_context *ctx, int port,
 /* One more rsx_dev for (ctx, port, GID index g); 1 if there was room. */
 static int rsx_dev_add(struct ibv_context *ctx, struct ibv_pd *pd,
 		       struct rsx_mempool *pools, const char *name, int port,
-		       enum ibv_mtu mtu, int g, const union ibv_gid *gid)
+		       const struct ibv_port_attr *pa, int g,
+		       const union ibv_gid *gid)
 {
 	if (rsx_ndevs == RSX_DEV_MAX)
 		return 0;
 	rsx_devs[rsx_ndevs] = (struct rsx_dev){
-		.ctx = ctx, .pd = pd, .port = port, .mtu = mtu,
+		.ctx = ctx, .pd = pd, .port = port, .mtu = pa->active_mtu,
 		.gid_index = g, .gid = *gid,
 		.stage_pool = &pools[0], .ring_pool = &pools[1],
+		.down = pa->state != IBV_PORT_ACTIVE,
 	};
 	snprintf(rsx_devs[rsx_ndevs].name, sizeof(rsx_devs[0].name), "%s",
 		 name);
-	rsx_dbg("device %s port %d gid %d mtu %d", name, port, g, 128 << mtu);
+	rsx_dbg("device %s port %d gid %d mtu %d%s", name, port, g,
+		128 << pa->active_mtu,
+		pa->state != IBV_PORT_ACTIVE ? " (down)" : "");
 	rsx_ndevs++;
 	return 1;
 }
@@ -151,8 +156,7 @@ static int rsx_port_gids(struct ibv_context *ctx, struct ibv_pd *pd,
 			    tab[k].gid_type == IBV_GID_TYPE_ROCE_V2 &&
 			    tab[k].gid.global.interface_id)
 				added += rsx_dev_add(ctx, pd, pools, name, p,
-						     pa->active_mtu,
-						     tab[k].gid_index,
+						     pa, tab[k].gid_index,
 						     &tab[k].gid);
 		return added;
 	}
@@ -160,8 +164,7 @@ static int rsx_port_gids(struct ibv_context *ctx, struct ibv_pd *pd,
 		if (rsx_ibv.query_gid(ctx, p, g, &gid) ||
 		    !gid.global.interface_id || !rsx_gid_is_rocev2(name, p, g))
 			continue;
-		added += rsx_dev_add(ctx, pd, pools, name, p, pa->active_mtu,
-				     g, &gid);
+		added += rsx_dev_add(ctx, pd, pools, name, p, pa, g, &gid);
 	}
 	return added;
 }
@@ -218,6 +221,11 @@ static void rsx_devs_open(void)
 			used += rsx_port_gids(ctx, pd, pools, name, p, &pa,
 					      tab, ntab);
 		}
+		/* drained without blocking, by whichever thread wakes for it */
+		if (used)
+			rsx_libc.fcntl(ctx->async_fd, F_SETFL,
+				       rsx_libc.fcntl(ctx->async_fd, F_GETFL) |
+				       O_NONBLOCK);
 next:
 		free(tab);
 		if (!used) {
@@ -286,5 +294,86 @@ int rsx_dev_find(const struct sockaddr *local, struct rsx_dev **out)
 out:
 	pthread_mutex_unlock(&rsx_dev_lock);
 	*out = found;
-	return found ? 0 : -ENODEV;
+	if (!found)
+		return -ENODEV;
+	if (atomic_load(&found->down)) {
+		/* nobody may have been listening when it came back */
+		rsx_dev_async_all();
+		if (atomic_load(&found->down)) {
+			rsx_dbg("device %s port %d is down", found->name,
+				found->port);
+			return -ENETDOWN;
+		}
+	}
+	return 0;
+}
+
+int rsx_dev_async_fd(const struct rsx_dev *dev)
+{
+	return dev->ctx->async_fd;
+}
+
+/* A port of ctx (0: all of them) changed state. */
+static void rsx_dev_port(struct ibv_context *ctx, int port, int down)
+{
+	const char *name = NULL;
+	int i, n;
+
+	for (i = 0; i < rsx_ndevs; i++) {
+		if (rsx_devs[i].ctx != ctx ||
+		    (port && rsx_devs[i].port != port))
+			continue;
+		atomic_store(&rsx_devs[i].down, down);
+		name = rsx_devs[i].name;
+	}
+	if (!name)
+		return;
+	if (!down) {
+		rsx_info("device %s port %d is up again", name, port);
+		return;
+	}
+	n = rsx_conn_port_down(ctx, port);
+	rsx_info("device %s port %d went down: %d connection%s broken", name,
+		 port, n, n == 1 ? "" : "s");
+}
+
+/*
+ * Takes in the asynchronous events of every device (their descriptors are
+ * non-blocking).  A port that goes down breaks the connections on it at
+ * once (rsx_conn_port_down()): Soft-RoCE would otherwise retry their
+ * requests for as long as the port stays down, and never complete them.
+ * Sleepers (rsx_sleep in upgrade.c) and the readiness watcher wait on
+ * these descriptors too.
+ */
+void rsx_dev_async_all(void)
+{
+	struct ibv_async_event ev;
+	int i;
+
+	if (!atomic_load(&rsx_devs_opened))
+		return;
+	rsx_guard_enter();
+	for (i = 0; i < rsx_ndevs; i++) {
+		if (i && rsx_devs[i].ctx == rsx_devs[i - 1].ctx)
+			continue;
+		while (!rsx_ibv.get_async_event(rsx_devs[i].ctx, &ev)) {
+			switch (ev.event_type) {
+			case IBV_EVENT_PORT_ERR:
+				rsx_dev_port(rsx_devs[i].ctx,
+					     ev.element.port_num, 1);
+				break;
+			case IBV_EVENT_PORT_ACTIVE:
+				rsx_dev_port(rsx_devs[i].ctx,
+					     ev.element.port_num, 0);
+				break;
+			case IBV_EVENT_DEVICE_FATAL:
+				rsx_dev_port(rsx_devs[i].ctx, 0, 1);
+				break;
+			default:
+				break;	/* a QP's own: its completions tell */
+			}
+			rsx_ibv.ack_async_event(&ev);
+		}
+	}
+	rsx_guard_leave();
 }

@@ -2,6 +2,7 @@
 #ifndef RSX_DEV_H
 #define RSX_DEV_H
 
+#include <stdatomic.h>
 #include <sys/socket.h>
 
 #include "mempool.h"
@@ -28,10 +29,15 @@ struct rsx_dev {
 	 */
 	struct rsx_mempool *stage_pool;
 	struct rsx_mempool *ring_pool;
+	/* the port is down: from its state at open, then its async events */
+	_Atomic int down;
+	uint32_t watch_epoch;	/* async fd in that watcher's set (ready.c) */
 };
 
 int rsx_dev_prepare(void);
 int rsx_dev_find(const struct sockaddr *local, struct rsx_dev **out);
+int rsx_dev_async_fd(const struct rsx_dev *dev);
+void rsx_dev_async_all(void);
 void rsx_addr_to_gid(const struct sockaddr *sa, uint8_t gid[16]);
 
 #endif

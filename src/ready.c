@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "conn.h"
+#include "dev.h"
 #include "fdtab.h"
 #include "guard.h"
 #include "libc.h"
@@ -37,6 +38,7 @@ static struct rsx_watch *rsx_watch;
 static uint32_t rsx_watch_cap;
 static int rsx_watch_epfd = -1;
 static int rsx_watch_state;	/* 0 not started, 1 running, -errno failed */
+static uint32_t rsx_watch_epoch;	/* watchers started (rsx_dev.watch_epoch) */
 /* The socket the watcher is about to lock or has locked (see ready_free). */
 static _Atomic(struct rsx_sock *) rsx_watch_busy;
 /* Sockets in the table, for the spin's choice (rsx_ready_spin). */
@@ -58,6 +60,7 @@ static _Atomic uint32_t rsx_watch_round;
 static RSX_TLS int rsx_watch_self;
 static int rsx_watch_kick_fd = -1;
 #define RSX_WATCH_KICK_KEY	UINT64_MAX
+#define RSX_WATCH_DEV_KEY	(UINT64_MAX - 1)	/* a device's async fd */
 #define RSX_WATCH_BACKSTOP_MS	10
 /* Waits spin and arm while the process watches at most this many. */
 #define RSX_SPIN_CONNS_MAX	64
@@ -169,6 +172,8 @@ static void *rsx_watch_thread(void *arg)
 			if (ev[i].data.u64 == RSX_WATCH_KICK_KEY)
 				rsx_libc.read(rsx_watch_kick_fd, &kick,
 					      sizeof(kick));
+			else if (ev[i].data.u64 == RSX_WATCH_DEV_KEY)
+				rsx_dev_async_all();
 			else
 				rsx_watch_one(ev[i].data.u64, ev[i].events);
 		}
@@ -223,6 +228,7 @@ static int rsx_watch_start(void)
 	if (ret)
 		goto err_kick;
 	rsx_watch_state = 1;
+	rsx_watch_epoch++;	/* devices join its set anew (a fork child's) */
 	return 0;
 
 err_kick:
@@ -311,6 +317,19 @@ static int rsx_watch_add(struct rsx_sock *s, struct rsx_ready *r)
 	ev.data.u64 = rsx_watch_key(r->slot, rsx_watch[r->slot].gen, 1);
 	if (rsx_libc.epoll_ctl(rsx_watch_epfd, EPOLL_CTL_ADD, r->tcp, &ev))
 		goto err_chan;
+	/*
+	 * The device's events, once per device and for good: a port that
+	 * goes down while the program sleeps where only the watcher hears.
+	 * Devices that share a context share the descriptor (EEXIST).
+	 */
+	if (s->conn->dev->watch_epoch != rsx_watch_epoch) {
+		ev.events = EPOLLIN;
+		ev.data.u64 = RSX_WATCH_DEV_KEY;
+		if (!rsx_libc.epoll_ctl(rsx_watch_epfd, EPOLL_CTL_ADD,
+					rsx_dev_async_fd(s->conn->dev), &ev) ||
+		    errno == EEXIST)
+			s->conn->dev->watch_epoch = rsx_watch_epoch;
+	}
 	pthread_mutex_unlock(&rsx_watch_lock);
 	return 0;
 
@@ -862,9 +881,15 @@ int rsx_ready_spin(rsx_ready_call *call, void *arg, int64_t timeout_us,
 			mask = ss ? ss : &old;
 		}
 		rsx_stat_inc(RSX_STAT_spin_waits);
-		if (timeout_us > 0 && timeout_us < spin)
+		/*
+		 * The clock from the first ask on (a system call on HPET),
+		 * unless a timeout shorter than the spin bounds it.
+		 */
+		until = 0;
+		if (timeout_us > 0 && timeout_us < spin) {
 			spin = timeout_us;
-		until = rsx_mono_ns() + spin * 1000;
+			until = rsx_mono_ns() + spin * 1000;
+		}
 		for (i = 1;; i++) {
 			if (!rsx_spin_round(0) && i % RSX_SPIN_ASK_EVERY)
 				continue;
@@ -873,9 +898,12 @@ int rsx_ready_spin(rsx_ready_call *call, void *arg, int64_t timeout_us,
 				rsx_stat_inc(RSX_STAT_spin_wakes);
 				goto out;
 			}
-			if (rsx_mono_ns() >= until ||
-			    (counted ? rsx_sig_ran(&seen) :
-			     rsx_guard_signalled(mask)))
+			if (counted ? rsx_sig_ran(&seen) :
+			    rsx_guard_signalled(mask))
+				break;
+			if (!until)
+				until = rsx_mono_ns() + spin * 1000;
+			else if (rsx_mono_ns() >= until)
 				break;
 		}
 		if (counted) {

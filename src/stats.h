@@ -64,7 +64,8 @@
 	X(pool_bytes)		/* bytes in pool chunks now (a level) */ \
 	X(pool_blocks)		/* rings and staging buffers carved */	\
 	X(ring_grants)		/* REMOTE_WRITE MRs, one per ring */	\
-	X(ring_revoked)		/* ... deregistered at close */
+	X(ring_revoked)		/* ... deregistered at close */		\
+	X(port_down_breaks)	/* connections broken: their port went down */
 
 enum rsx_stat {
 #define RSX_STAT_ENUM(name) RSX_STAT_##name,

@@ -184,7 +184,7 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events,
 {
 	struct rsx_conn *c = s->conn;
 	struct rsx_sig_seen now;
-	struct pollfd pfd[3];
+	struct pollfd pfd[4];
 	uint64_t kick;
 	uint32_t gen;
 	int ret, rev;
@@ -271,17 +271,22 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events,
 	pfd[1].events = POLLIN;
 	pfd[2].fd = rsx_conn_chan_fd(c);
 	pfd[2].events = POLLIN;
-	pfd[0].revents = pfd[1].revents = pfd[2].revents = 0;
+	/* the device's events: a port that goes down (rsx_dev_async_all) */
+	pfd[3].fd = rsx_dev_async_fd(c->dev);
+	pfd[3].events = POLLIN;
+	pfd[0].revents = pfd[1].revents = pfd[2].revents = pfd[3].revents = 0;
 	rsx_stat_inc(RSX_STAT_sleeps);
 	pthread_mutex_unlock(&s->lock);
 	if (mask) {
 		ts.tv_sec = timeout / 1000;
 		ts.tv_nsec = (long)(timeout % 1000) * 1000000;
-		ret = rsx_libc.ppoll(pfd, c->qp_ready ? 3 : 2,
+		ret = rsx_libc.ppoll(pfd, c->qp_ready ? 4 : 2,
 				     timeout < 0 ? NULL : &ts, mask);
 	} else {
-		ret = rsx_libc.poll(pfd, c->qp_ready ? 3 : 2, timeout);
+		ret = rsx_libc.poll(pfd, c->qp_ready ? 4 : 2, timeout);
 	}
+	if (pfd[3].revents)
+		rsx_dev_async_all();
 	pthread_mutex_lock(&s->lock);
 	if (ret < 0)
 		ret = errno == EINTR ? rsx_intr(timeout, mask, seen) : 0;
@@ -742,24 +747,31 @@ static int rsx_peer_gone(const struct rsx_conn *c)
 /*
  * Busy-polls the completion queue for up to RSOCKX_SPIN_US, or until a
  * signal comes: one held back (mask), or a handler that ran (seen).  The
- * clock is read once per RSX_SPIN_CLOCK_EVERY polls: where the kernel has
- * no usable TSC (a VM on HPET), clock_gettime is a system call that costs
- * more than the poll itself.
+ * clock is read once per RSX_SPIN_CLOCK_EVERY polls, and first after the
+ * first RSX_SPIN_CLOCK_EVERY (the spin lasts that many polls longer):
+ * where the kernel has no usable TSC (a VM on HPET), clock_gettime is a
+ * system call that costs more than the poll itself, and a spin that ends
+ * within its first polls, the common case under ping-pong, then reads no
+ * clock at all.
  */
 #define RSX_SPIN_CLOCK_EVERY	16
 
 static int rsx_spin(struct rsx_conn *c, const sigset_t *mask,
 		    const struct rsx_sig_seen *seen)
 {
-	uint64_t t0 = rsx_now_us();
+	uint64_t t0 = 0;
 	unsigned int i;
 
 	for (i = 1;; i++) {
 		if (rsx_conn_poll(c))
 			return 1;
-		if (i % RSX_SPIN_CLOCK_EVERY == 0 &&
-		    (rsx_now_us() - t0 >= rsx_config.spin_us ||
-		     (mask ? rsx_guard_signalled(mask) : rsx_sig_ran(seen))))
+		if (i % RSX_SPIN_CLOCK_EVERY)
+			continue;
+		if (mask ? rsx_guard_signalled(mask) : rsx_sig_ran(seen))
+			return 0;
+		if (!t0)
+			t0 = rsx_now_us();
+		else if (rsx_now_us() - t0 >= rsx_config.spin_us)
 			return 0;
 	}
 }
@@ -1635,6 +1647,7 @@ void rsx_fork_child_sockets(void)
 
 	rsx_probe_fork_child();
 	rsx_ready_fork_child();
+	rsx_conn_fork_child();
 	for (fd = 0; fd < hw; fd++) {
 		s = rsx_fd_peek(fd);
 		if (!s || s->kind != RSX_SOCK_TCP)

@@ -23,7 +23,7 @@
 	X(create_comp_channel) X(destroy_comp_channel)			\
 	X(create_cq) X(destroy_cq) X(get_cq_event) X(ack_cq_events)	\
 	X(create_qp) X(modify_qp) X(query_qp) X(destroy_qp)		\
-	X(wc_status_str)
+	X(get_async_event) X(ack_async_event) X(wc_status_str)
 
 #define RSX_RDMA_FUNCS(X)						\
 	X(create_event_channel) X(destroy_event_channel)		\

@@ -23,6 +23,12 @@ are printed as "key=value" words for the test to report.
   closesend client: reads part of a stream the server keeps sending, closes
             with unread data; the server's send must fail (EPIPE or
             ECONNRESET) soon after, not hang
+  flap      client: connection A (upgraded) echoes; the port goes down
+            (FAULTS_FLAG.want-down, the test answers FAULTS_FLAG.down):
+            A must fail within 10 s, never end cleanly; connection B,
+            made while the port is down, echoes (on TCP); the port comes
+            back (FAULTS_FLAG.want-up, then FAULTS_FLAG.up) and connection
+            C echoes (upgraded again, in the same processes)
 """
 import errno
 import os
@@ -87,16 +93,16 @@ def echo_conn(c):
 
 # --- servers --------------------------------------------------------------
 def serve(scenario, ls):
-    if scenario in ("fd", "memlock"):
+    if scenario in ("fd", "memlock", "flap"):
         threads = []
-        for _ in range(2):
+        for _ in range(3 if scenario == "flap" else 2):
             c, _ = ls.accept()
             t = threading.Thread(target=echo_conn, args=(c,))
             t.start()
             threads.append(t)
         for t in threads:
             t.join()
-        return "served 2"
+        return "served %d" % len(threads)
     c, _ = ls.accept()
     if scenario == "closerd":
         # not waiting for the client's end: a close that another thread's
@@ -162,7 +168,48 @@ def take_fds(keep):
     return fds
 
 
+def await_flag(name, limit=30):
+    """Asks the test for something (CLOSED_FLAG.want-NAME), then waits
+    for its answer (CLOSED_FLAG.NAME)."""
+    open("%s.want-%s" % (CLOSED_FLAG, name), "w").close()
+    t0 = time.monotonic()
+    while not os.path.exists("%s.%s" % (CLOSED_FLAG, name)):
+        if time.monotonic() - t0 > limit:
+            fail("no %s from the test after %d s" % (name, limit))
+        time.sleep(0.05)
+
+
+def flap(host, port):
+    a = connect(host, port)
+    echo_check(a, 1)
+    await_flag("down")
+    t0 = time.monotonic()
+    a.settimeout(10)
+    try:
+        echo_check(a, 2)
+        fail("connection A still echoes with its port down")
+    except socket.timeout:
+        fail("connection A neither failed nor echoed within 10 s")
+    except OSError as e:
+        if e.errno not in (errno.ECONNRESET, errno.EPIPE):
+            raise
+        a_err = "%s after %.2f s" % (errno.errorcode[e.errno],
+                                     time.monotonic() - t0)
+    a.close()
+    b = connect(host, port)
+    echo_check(b, 3)
+    b.close()
+    await_flag("up")
+    c = connect(host, port)
+    echo_check(c, 4)
+    echo_check(c, 5)
+    c.close()
+    return "a_broke=%s" % a_err.replace(" ", "_")
+
+
 def client(scenario, host, port):
+    if scenario == "flap":
+        return flap(host, port)
     if scenario in ("fd", "memlock"):
         a = connect(host, port)
         echo_check(a, 1)

@@ -22,12 +22,8 @@ SRV="RSOCKX_CONF="
 BIG=2000000000	# more than any case sends before its fault
 
 # RSOCKX_FAULTS_ONLY="kill cut link qperr res exhaust races": only those
-# parts (by hand; run.sh passes RSOCKX_* variables into the VM).  "link"
-# runs only when named: taking vethA down under traffic has locked up the
-# guest kernel (rxe soft lockup, the VM then times out), see part 2; "cut"
-# (every packet dropped, the port stays up) is the link failure run by
-# default.
-RSOCKX_FAULTS_ONLY=${RSOCKX_FAULTS_ONLY:-kill cut qperr res exhaust races}
+# parts (by hand; run.sh passes RSOCKX_* variables into the VM).
+RSOCKX_FAULTS_ONLY=${RSOCKX_FAULTS_ONLY:-kill cut link qperr res exhaust races}
 part() { case " $RSOCKX_FAULTS_ONLY " in *" $1 "*) return 0 ;; esac; return 1; }
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
@@ -106,23 +102,24 @@ if part kill; then
 fi
 
 # --- 2. link cut or down mid-stream -------------------------------------------
-# The link between A and B fails under a c2s stream: rxe0's packets go
-# nowhere, the RC QPs retry and fail after RSOCKX_QP_TIMEOUT_MS (500 ms: 7
-# tries of 67 ms; the sender must have its error within 10 s).  TCP runs
-# over lo here and stays up, so the sender's exit after its error closes it
-# and the receiver hears of the end that way.  With STALL the sender is
-# also stopped (SIGSTOP) when the link goes: its TCP connection stays open
-# and silent, as across a real dead link, and the receiver must find out by
+# The link between A and B fails under a c2s stream.  TCP runs over lo
+# here and stays up, so the sender's exit after its error closes it and
+# the receiver hears of the end that way.  With STALL the sender is also
+# stopped (SIGSTOP) when the link goes: its TCP connection stays open and
+# silent, as across a real dead link, and the receiver must find out by
 # itself.
 # Two ways to fail the link:
 #  cut:  a netem qdisc drops every packet leaving either veth end (both
 #        directions), the ports stay ACTIVE, as with a cable cut beyond a
-#        switch: only the transport's retries can notice.  Run by default.
-#  down: vethA goes down (the port turns DOWN under the QPs).  Only on
-#        request (part "link"): in one run of three the guest kernel
-#        (Debian 6.1, rdma_rxe) reported "soft lockup" in an rsx-stream
-#        process after the link went down and never recovered (nothing
-#        rsockx can do from user space).
+#        switch: only the transport's retries can notice.  The RC QPs
+#        retry and fail after RSOCKX_QP_TIMEOUT_MS (500 ms: 7 tries of
+#        67 ms; the sender must have its error within 10 s).
+#  down: vethA goes down, and with it vethB's carrier: both ports turn
+#        DOWN under the QPs.  Soft-RoCE retries a request on a port that
+#        is down for as long as it stays down (and once locked up the
+#        guest kernel doing so); rsockx hears the device's PORT_ERR event
+#        and moves the QPs on that port to ERR, so both ends, the stalled
+#        receiver too, must have their error within 10 s.
 link_fail() { # cut|down
 	if [ $1 = down ]; then
 		ip link set $NETDEV_A down
@@ -173,6 +170,12 @@ link_case() {
 		test -n "$tc" -a "${tc:-99999}" -lt 10000
 	check "$label: the receiver got a prefix ($(field $label server received) bytes), then $(field $label server rx_end) after ${ts:-40000+} ms" \
 		test $rc_s = 3 -a "$(field $label server received)" -gt 0 -a "$(field $label server rx_end)" != ok
+	if [ $how = down ]; then
+		check "$label: the receiver's error within 10 s, by itself (${ts:-never} ms)" \
+			test -n "$ts" -a "${ts:-99999}" -lt 10000
+		check "$label: the receiver broke it for its port (port_down_breaks $(stat_of $tmpdir/$label.sstats port_down_breaks))" \
+			test "$(stat_of $tmpdir/$label.sstats port_down_breaks)" -ge 1
+	fi
 	check "$label: both ends were upgraded" upgraded $label
 	# the ports are ACTIVE again (after a cut they never left it)
 	for ((i = 0; i < 100; i++)); do
@@ -280,6 +283,53 @@ for sc in fd memlock; do
 		test "$(stat_of $tmpdir/$sc.cstats upgraded)" = 1 -a \
 		"$(stat_of $tmpdir/$sc.cstats fallback_resources)" -ge 1
 done
+
+# --- 4b. the port goes down and comes back, in the same processes -----------------
+# faults.py flap asks for the link to go down and to come back; in between
+# a new connection stays TCP (its device's port is down), and after it one
+# upgrades again (rsockx heard the port come back).
+port_is() { # DEV STATE: wait up to 10 s for port 1 of DEV to be in STATE
+	local i
+	for ((i = 0; i < 100; i++)); do
+		rdma link show "$1/1" 2>/dev/null | grep -q "state $2" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+flap_driver() { # answers faults.py's want-down and want-up, for 60 s at most
+	local f=$tmpdir/closed i
+	for ((i = 0; i < 600; i++)); do
+		[ -e $f.want-down ] && break
+		sleep 0.1
+	done
+	[ -e $f.want-down ] || return
+	link_fail down
+	port_is $DEV_A DOWN && port_is $DEV_B DOWN && touch $f.down
+	for ((; i < 600; i++)); do
+		[ -e $f.want-up ] && break
+		sleep 0.1
+	done
+	link_heal down
+	port_is $DEV_A ACTIVE && port_is $DEV_B ACTIVE && touch $f.up
+}
+if part link; then
+	rm -f "$tmpdir"/closed.*
+	flap_driver &
+	fpid=$!
+	py_check "port down and up again: A broke, B stayed TCP, C upgraded, every echo right" flap
+	kill $fpid 2>/dev/null
+	wait $fpid 2>/dev/null
+	link_heal down 2>/dev/null
+	port_is $DEV_A ACTIVE
+	check "port down and up: the client upgraded A and C, kept B on TCP ($(stat_of $tmpdir/flap.cstats upgraded) upgraded, fallback_nodev $(stat_of $tmpdir/flap.cstats fallback_nodev))" \
+		test "$(stat_of $tmpdir/flap.cstats upgraded)" = 2 -a \
+		"$(stat_of $tmpdir/flap.cstats fallback_nodev)" = 1
+	check "port down and up: the server upgraded A and C ($(stat_of $tmpdir/flap.sstats upgraded))" \
+		test "$(stat_of $tmpdir/flap.sstats upgraded)" = 2
+	check "port down and up: both ends broke A for the port (port_down_breaks $(stat_of $tmpdir/flap.cstats port_down_breaks), $(stat_of $tmpdir/flap.sstats port_down_breaks))" \
+		test "$(stat_of $tmpdir/flap.cstats port_down_breaks)" -ge 1 -a \
+		"$(stat_of $tmpdir/flap.sstats port_down_breaks)" -ge 1
+fi
 
 # --- 5. close and shutdown races ---------------------------------------------------
 if part races; then

@@ -22,10 +22,16 @@ check "rsockx server: one probe sent, answered yes" \
 	test "$(stat_of $out.cstats probes_sent)" = 1 -a "$(stat_of $out.cstats probe_yes)" = 1
 check "rsockx server: the server answered it" \
 	test "$(stat_of $out.sstats probes_answered)" = 1
-check "rsockx server: first connection stayed TCP while asking" \
+check "rsockx server: first connection stayed TCP while asking (fallback_probe=$(stat_of $out.cstats fallback_probe))" \
 	test "$(stat_of $out.cstats fallback_probe)" = 1
-check "rsockx server: the two later connections upgraded" \
+check "rsockx server: the two later connections upgraded (client $(stat_of $out.cstats upgraded), server $(stat_of $out.sstats upgraded))" \
 	test "$(stat_of $out.cstats upgraded)" = 2 -a "$(stat_of $out.sstats upgraded)" = 2
+# what each end counted of probes, upgrades and fallbacks (the reason when
+# a later connection stayed TCP)
+for e in c s; do
+	diag "probe-yes ${e}stats: $(tr ' ' '\n' <$out.${e}stats |
+		grep -E '^(probe|fallback|upgraded|hello|nak|qp_)' | grep -v '=0$' | tr '\n' ' ')"
+done
 # (one direction may have sent all of its 1 MB on TCP while the answer was
 # out, on a loaded machine: the sum, not each side)
 check "rsockx server: bytes went over RDMA" \
