@@ -308,9 +308,22 @@ out:
 	return 0;
 }
 
+/* -1 (which poll skips) once the device's events cannot be read */
 int rsx_dev_async_fd(const struct rsx_dev *dev)
 {
-	return dev->ctx->async_fd;
+	return atomic_load(&dev->async_dead) ? -1 : dev->ctx->async_fd;
+}
+
+/* Takes the descriptors of devices whose events cannot be read out of an
+ * epoll set (level-triggered, they would wake it for ever). */
+void rsx_dev_unwatch(int epfd)
+{
+	int i;
+
+	for (i = 0; i < rsx_ndevs; i++)
+		if (atomic_load(&rsx_devs[i].async_dead))
+			rsx_libc.epoll_ctl(epfd, EPOLL_CTL_DEL,
+					   rsx_devs[i].ctx->async_fd, NULL);
 }
 
 /* A port of ctx (0: all of them) changed state. */
@@ -337,6 +350,18 @@ static void rsx_dev_port(struct ibv_context *ctx, int port, int down)
 		 port, n, n == 1 ? "" : "s");
 }
 
+/* A device whose events cannot be read (removed): stop waiting for them. */
+static void rsx_dev_async_dead(struct ibv_context *ctx)
+{
+	int i, err = errno;
+
+	for (i = 0; i < rsx_ndevs; i++)
+		if (rsx_devs[i].ctx == ctx)
+			atomic_store(&rsx_devs[i].async_dead, 1);
+	rsx_info("device %s: its events cannot be read (%s): a port going "
+		 "down will not be seen", ctx->device->name, strerror(err));
+}
+
 /*
  * Takes in the asynchronous events of every device (their descriptors are
  * non-blocking).  A port that goes down breaks the connections on it at
@@ -354,7 +379,8 @@ void rsx_dev_async_all(void)
 		return;
 	rsx_guard_enter();
 	for (i = 0; i < rsx_ndevs; i++) {
-		if (i && rsx_devs[i].ctx == rsx_devs[i - 1].ctx)
+		if ((i && rsx_devs[i].ctx == rsx_devs[i - 1].ctx) ||
+		    atomic_load(&rsx_devs[i].async_dead))
 			continue;
 		while (!rsx_ibv.get_async_event(rsx_devs[i].ctx, &ev)) {
 			switch (ev.event_type) {
@@ -374,6 +400,8 @@ void rsx_dev_async_all(void)
 			}
 			rsx_ibv.ack_async_event(&ev);
 		}
+		if (errno != EAGAIN && errno != EINTR)
+			rsx_dev_async_dead(rsx_devs[i].ctx);
 	}
 	rsx_guard_leave();
 }

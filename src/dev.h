@@ -32,12 +32,14 @@ struct rsx_dev {
 	/* the port is down: from its state at open, then its async events */
 	_Atomic int down;
 	uint32_t watch_epoch;	/* async fd in that watcher's set (ready.c) */
+	_Atomic int async_dead;	/* its events cannot be read: not polled */
 };
 
 int rsx_dev_prepare(void);
 int rsx_dev_find(const struct sockaddr *local, struct rsx_dev **out);
 int rsx_dev_async_fd(const struct rsx_dev *dev);
 void rsx_dev_async_all(void);
+void rsx_dev_unwatch(int epfd);
 void rsx_addr_to_gid(const struct sockaddr *sa, uint8_t gid[16]);
 
 #endif

@@ -169,13 +169,16 @@ static void *rsx_watch_thread(void *arg)
 				atomic_store(&rsx_watch_unarmed, 1);
 		}
 		for (i = 0; i < n; i++) {
-			if (ev[i].data.u64 == RSX_WATCH_KICK_KEY)
+			if (ev[i].data.u64 == RSX_WATCH_KICK_KEY) {
 				rsx_libc.read(rsx_watch_kick_fd, &kick,
 					      sizeof(kick));
-			else if (ev[i].data.u64 == RSX_WATCH_DEV_KEY)
+			} else if (ev[i].data.u64 == RSX_WATCH_DEV_KEY) {
 				rsx_dev_async_all();
-			else
+				if (ev[i].events & (EPOLLERR | EPOLLHUP))
+					rsx_dev_unwatch(rsx_watch_epfd);
+			} else {
 				rsx_watch_one(ev[i].data.u64, ev[i].events);
+			}
 		}
 	}
 	return NULL;

@@ -130,7 +130,8 @@ link_fail() { # cut|down
 }
 link_heal() { # cut|down
 	if [ $1 = down ]; then
-		ip link set $NETDEV_A up
+		# the routes, neighbours and IPv6 addresses went with the link
+		ip link set $NETDEV_A up && vm_net_paths
 	else
 		tc qdisc del dev $NETDEV_A root
 		tc qdisc del dev $NETDEV_B root

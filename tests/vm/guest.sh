@@ -31,43 +31,32 @@ sys() { echo "$2" >"/proc/sys/$1"; }
 # Each program start costs ~0.1 s under TCG with /usr on 9p: batch the ip
 # commands and use shell builtins where possible.
 setup() {
-	local d mac_a mac_b i sa sb
+	local d i sa sb
 	ip link add "$NETDEV_A" type veth peer name "$NETDEV_B"
 	for d in all default "$NETDEV_A" "$NETDEV_B"; do
 		# Packets between two local addresses must be accepted on the veth.
 		sys "net/ipv4/conf/$d/accept_local" 1
 		sys "net/ipv4/conf/$d/rp_filter" 0
 	done
-	read -r mac_a <"/sys/class/net/$NETDEV_A/address"
-	read -r mac_b <"/sys/class/net/$NETDEV_B/address"
 	# MTU 9000 lets rxe use RoCE MTU 4096 (1500 would give 1024).
 	# Policy routing: whatever leaves through a veth end (rxe sets the output
 	# device) goes to the other end's address over the wire, not through lo;
 	# the local table moves behind these rules.  Plain TCP still uses lo.
-	# Static neighbours: no ARP/ND round trip before the first packet.
+	# The routes of tables 10 and 11: vm_net_paths (lib.sh).
 	ip -batch - <<-END
 	link set lo up
 	link set $NETDEV_A mtu 9000
 	link set $NETDEV_B mtu 9000
 	addr add $HOST_A/24 dev $NETDEV_A
 	addr add $HOST_B/24 dev $NETDEV_B
-	addr add $HOST_A6/64 dev $NETDEV_A nodad
-	addr add $HOST_B6/64 dev $NETDEV_B nodad
 	link set $NETDEV_A up
 	link set $NETDEV_B up
 	rule add pref 10 oif $NETDEV_A lookup 10
 	rule add pref 11 oif $NETDEV_B lookup 11
 	rule add pref 100 lookup local
 	rule del pref 0 lookup local
-	route add $HOST_B dev $NETDEV_A src $HOST_A table 10
-	route add $HOST_A dev $NETDEV_B src $HOST_B table 11
-	route add $HOST_B6 dev $NETDEV_A src $HOST_A6 table 10
-	route add $HOST_A6 dev $NETDEV_B src $HOST_B6 table 11
-	neigh replace $HOST_B lladdr $mac_b dev $NETDEV_A nud permanent
-	neigh replace $HOST_A lladdr $mac_a dev $NETDEV_B nud permanent
-	neigh replace $HOST_B6 lladdr $mac_b dev $NETDEV_A nud permanent
-	neigh replace $HOST_A6 lladdr $mac_a dev $NETDEV_B nud permanent
 	END
+	vm_net_paths
 	ip -6 -batch - <<-END
 	rule add pref 10 oif $NETDEV_A lookup 10
 	rule add pref 11 oif $NETDEV_B lookup 11

@@ -20,6 +20,30 @@ GID_INDEX=1 # RoCE v2, IPv4-mapped (index 0 is the fe80:: link-local GID)
 RSPRELOAD=${RSPRELOAD:-/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so}
 in_vm() { [ "${RSOCKX_IN_VM:-}" = 1 ]; }
 
+# vm_net_paths: the IPv6 addresses, the routes of tables 10 and 11 (each
+# veth end reaches the other end's addresses over the wire) and the static
+# neighbours (no ARP/ND round trip before the first packet) of the test
+# bed.  guest.sh sets them up; a veth end that goes down loses them all
+# (its IPv4 address stays), so a test that takes it down calls this again
+# once it is up.
+vm_net_paths() {
+	local mac_a mac_b
+	read -r mac_a <"/sys/class/net/$NETDEV_A/address"
+	read -r mac_b <"/sys/class/net/$NETDEV_B/address"
+	ip -batch - <<-END
+	addr replace $HOST_A6/64 dev $NETDEV_A nodad
+	addr replace $HOST_B6/64 dev $NETDEV_B nodad
+	route replace $HOST_B dev $NETDEV_A src $HOST_A table 10
+	route replace $HOST_A dev $NETDEV_B src $HOST_B table 11
+	route replace $HOST_B6 dev $NETDEV_A src $HOST_A6 table 10
+	route replace $HOST_A6 dev $NETDEV_B src $HOST_B6 table 11
+	neigh replace $HOST_B lladdr $mac_b dev $NETDEV_A nud permanent
+	neigh replace $HOST_A lladdr $mac_a dev $NETDEV_B nud permanent
+	neigh replace $HOST_B6 lladdr $mac_b dev $NETDEV_A nud permanent
+	neigh replace $HOST_A6 lladdr $mac_a dev $NETDEV_B nud permanent
+	END
+}
+
 # rspreload CMD...: run CMD under rdma-core's librspreload (the incumbent).
 rspreload() { LD_PRELOAD="$RSPRELOAD${LD_PRELOAD:+:$LD_PRELOAD}" "$@"; }
 
