@@ -120,6 +120,14 @@ fi
 #        guest kernel doing so); rsockx hears the device's PORT_ERR event
 #        and moves the QPs on that port to ERR, so both ends, the stalled
 #        receiver too, must have their error within 10 s.
+port_is() { # DEV STATE: wait up to 10 s for port 1 of DEV to be in STATE
+	local i
+	for ((i = 0; i < 100; i++)); do
+		rdma link show "$1/1" 2>/dev/null | grep -q "state $2" && return 0
+		sleep 0.1
+	done
+	return 1
+}
 link_fail() { # cut|down
 	if [ $1 = down ]; then
 		ip link set $NETDEV_A down
@@ -179,10 +187,7 @@ link_case() {
 	fi
 	check "$label: both ends were upgraded" upgraded $label
 	# the ports are ACTIVE again (after a cut they never left it)
-	for ((i = 0; i < 100; i++)); do
-		rdma link show $DEV_A/1 2>/dev/null | grep -q 'state ACTIVE' && break
-		sleep 0.1
-	done
+	port_is $DEV_A ACTIVE || :
 }
 # RSOCKX_FAULTS_LINK="plain stall": the variants.  By default a cut runs
 # plain only: across a cut, a receiver whose sender is stopped has nothing
@@ -289,14 +294,6 @@ done
 # faults.py flap asks for the link to go down and to come back; in between
 # a new connection stays TCP (its device's port is down), and after it one
 # upgrades again (rsockx heard the port come back).
-port_is() { # DEV STATE: wait up to 10 s for port 1 of DEV to be in STATE
-	local i
-	for ((i = 0; i < 100; i++)); do
-		rdma link show "$1/1" 2>/dev/null | grep -q "state $2" && return 0
-		sleep 0.1
-	done
-	return 1
-}
 flap_driver() { # answers faults.py's want-down and want-up, for 60 s at most
 	local f=$tmpdir/closed i
 	for ((i = 0; i < 600; i++)); do
