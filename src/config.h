@@ -64,6 +64,7 @@ struct rsx_config {
 	int probe_neg_ttl_s;	/* RSOCKX_PROBE_NEG_TTL_S: "no" is kept */
 	int qp_timeout_ms;	/* RSOCKX_QP_TIMEOUT_MS: unanswered QP fails */
 	uint8_t qp_timeout;	/* its local ACK timeout exponent (qa.timeout) */
+	uint32_t max_qps;	/* RSOCKX_MAX_QPS: held at once, 0: no limit */
 	uint32_t test_qp_err_after; /* RSOCKX_TEST_QP_ERR_AFTER: test hook */
 	struct rsx_rules rules;
 	char error[256];	/* first error, "source:line: reason" */

@@ -105,11 +105,39 @@ static void rsx_live_del(struct rsx_conn *c)
 	c->live_pprev = NULL;
 }
 
+/*
+ * Connections that hold (or are making) a QP, against RSOCKX_MAX_QPS.  A
+ * slot is taken before anything is allocated, so that two threads racing
+ * for the last one cannot both win.
+ */
+static _Atomic uint32_t rsx_qps_held;
+
+static int rsx_qp_slot_take(struct rsx_conn *c)
+{
+	uint32_t max = rsx_config.max_qps;
+
+	if (atomic_fetch_add(&rsx_qps_held, 1) >= max && max) {
+		atomic_fetch_sub(&rsx_qps_held, 1);
+		rsx_info("RSOCKX_MAX_QPS: %u queue pairs held, no more", max);
+		return -EDQUOT;
+	}
+	c->qp_held = 1;
+	return 0;
+}
+
+static void rsx_qp_slot_give(struct rsx_conn *c)
+{
+	if (c->qp_held)
+		atomic_fetch_sub(&rsx_qps_held, 1);
+	c->qp_held = 0;
+}
+
 /* In a fork child: the parent's connections are not ours to break. */
 void rsx_conn_fork_child(void)
 {
 	pthread_mutex_init(&rsx_live_lock, NULL);
 	rsx_live = NULL;
+	atomic_store(&rsx_qps_held, 0);
 }
 
 /*
@@ -178,10 +206,16 @@ int rsx_conn_create(struct rsx_dev *dev, uint32_t ring_size,
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	ret = rsx_qp_slot_take(c);
+	if (ret) {
+		free(c);
+		return ret;
+	}
 	c->dev = dev;
 	c->ring_size = ring_size;
 	c->kick_fd = rsx_fd_hide(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	if (c->kick_fd < 0) {
+		rsx_qp_slot_give(c);
 		free(c);
 		return -EMFILE;
 	}
@@ -306,6 +340,7 @@ void rsx_conn_destroy(struct rsx_conn *c)
 	rsx_fd_take(c->kick_fd);
 	rsx_libc.close(c->kick_fd);
 	rsx_guard_leave();
+	rsx_qp_slot_give(c);
 	free(c);
 }
 
@@ -838,6 +873,39 @@ int rsx_conn_fin(struct rsx_conn *c)
 		c->fin_wr = c->sq_posted;
 	}
 	return ret;
+}
+
+/*
+ * Is the peer's QP still there?  A zero-length RDMA WRITE (no immediate:
+ * the peer's receives and credits are untouched) completes when it does,
+ * and fails after the transport's retries (RSOCKX_QP_TIMEOUT_MS) when its
+ * process is gone, which breaks the connection.  For a peer whose TCP end
+ * closed before its cut-over: that is a half-close or an end, and only
+ * the QP can tell.
+ */
+int rsx_conn_ping(struct rsx_conn *c)
+{
+	struct ibv_send_wr wr, *bad;
+	int ret;
+
+	if (c->err || rsx_sq_full(c))
+		return c->err ? c->err : -EAGAIN;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = ++c->sq_posted;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = c->peer.ring_addr;
+	wr.wr.rdma.rkey = c->peer.rkey;
+	ret = ibv_post_send(c->qp, &wr, &bad);
+	if (ret) {
+		c->sq_posted--;
+		rsx_info("QP %u: ping not posted: %s", c->qp->qp_num,
+			 strerror(ret));
+		return -ret;
+	}
+	rsx_dbg("QP %u: peer's TCP end closed before its cut-over: ping",
+		c->qp->qp_num);
+	return 0;
 }
 
 /* Asks for a completion event; 0 if none can be missed by sleeping now. */

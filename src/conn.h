@@ -140,6 +140,7 @@ struct rsx_conn {
 	int err;		/* -errno once the connection broke */
 	/* the process's list of connections, for rsx_conn_port_down() */
 	struct rsx_conn *live_next, **live_pprev;
+	uint8_t qp_held;	/* counted against RSOCKX_MAX_QPS */
 };
 
 int rsx_conn_create(struct rsx_dev *dev, uint32_t ring_size,
@@ -157,6 +158,7 @@ size_t rsx_conn_readable(const struct rsx_conn *c);
 size_t rsx_conn_read(struct rsx_conn *c, const struct iovec *iov, int iovcnt,
 		     size_t skip, size_t len, int peek);
 int rsx_conn_fin(struct rsx_conn *c);
+int rsx_conn_ping(struct rsx_conn *c);
 int rsx_conn_downgrade(struct rsx_conn *c);
 int rsx_conn_wait_sent(struct rsx_conn *c, uint64_t wr, int timeout_ms);
 int rsx_conn_arm(struct rsx_conn *c);

@@ -75,6 +75,8 @@ static void rsx_init_tunables(void)
 	rsx_env_num("RSOCKX_QP_TIMEOUT_MS", 1, 3600000, 0, &c->qp_timeout_ms,
 		    sizeof(int));
 	c->qp_timeout = rsx_qp_timeout_exp(c->qp_timeout_ms);
+	rsx_env_num("RSOCKX_MAX_QPS", 0, UINT32_MAX, 0, &c->max_qps,
+		    sizeof(uint32_t));
 	/* fault tests: break each QP after it sent this many bytes */
 	rsx_env_num("RSOCKX_TEST_QP_ERR_AFTER", 1, UINT32_MAX, 0,
 		    &c->test_qp_err_after, sizeof(uint32_t));

@@ -8,6 +8,7 @@
 #include "ready.h"
 #include "sock.h"
 #include "stats.h"
+#include "upgrade.h"
 
 static struct rsx_pool rsx_sock_pool;
 _Atomic int rsx_engine_socks;
@@ -41,6 +42,7 @@ struct rsx_sock *rsx_sock_new(int kind, int family, int role)
 	atomic_store(&s->spinners, 0);
 	s->rdy_retired = NULL;
 	s->nepreg = 0;
+	s->orphan_fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	/* Published last: a racing rsx_sock_tryget() sees 0 until then. */
 	atomic_store_explicit(&s->ref, 1, memory_order_release);
@@ -68,6 +70,8 @@ void rsx_sock_put(struct rsx_sock *s)
 		return;		/* static sentinel, never freed */
 	if (atomic_fetch_sub_explicit(&s->ref, 1, memory_order_acq_rel) != 1)
 		return;
+	if (s->orphan_fd >= 0)
+		rsx_sock_orphan_end(s);
 	/*
 	 * Nobody else holds a reference, but the watcher thread may be in
 	 * the middle of an event of s under s->lock (it finds s through its

@@ -81,6 +81,12 @@ struct rsx_sock {
 	struct rsx_ready *rdy_retired;	/* one a poll() may still sleep on */
 	uint8_t nepreg;
 	struct rsx_epreg epreg[RSX_EPREGS];
+	/*
+	 * The program closed the socket's last descriptor while a call of
+	 * another thread was in it: a private duplicate that the call goes
+	 * on with (rsx_sock_orphan()), under lock; -1: none.
+	 */
+	int orphan_fd;
 };
 
 void rsx_sock_set_state(struct rsx_sock *s, int state);

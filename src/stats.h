@@ -65,7 +65,8 @@
 	X(pool_blocks)		/* rings and staging buffers carved */	\
 	X(ring_grants)		/* REMOTE_WRITE MRs, one per ring */	\
 	X(ring_revoked)		/* ... deregistered at close */		\
-	X(port_down_breaks)	/* connections broken: their port went down */
+	X(port_down_breaks)	/* connections broken: their port went down */ \
+	X(fallback_qp_limit)	/* stayed TCP: RSOCKX_MAX_QPS QPs were held */
 
 enum rsx_stat {
 #define RSX_STAT_ENUM(name) RSX_STAT_##name,

@@ -212,13 +212,21 @@ void rsx_on_dup(int oldfd, int newfd)
 	rsx_fd_install(newfd, s);
 }
 
-/* The last descriptor of an upgraded socket goes: deliver what was sent. */
+/*
+ * The last descriptor of an upgraded socket goes: deliver what was sent.
+ * Other references are other descriptors, or calls of other threads under
+ * way, which go on with a duplicate of their own (rsx_sock_orphan()).
+ */
 static void rsx_close_flush(struct rsx_sock *s, int fd)
 {
 	if (s && s->kind == RSX_SOCK_TCP && s->nepreg)
 		rsx_ready_forget_fd(s, fd);
-	if (s && s->conn && atomic_load(&s->ref) == 1)
+	if (!s || !s->conn)
+		return;
+	if (atomic_load(&s->ref) == 1)
 		rsx_sock_close_last(s, fd);
+	else
+		rsx_sock_orphan(s, fd);
 }
 
 /*

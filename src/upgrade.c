@@ -132,6 +132,17 @@ static void rsx_call_begin(int opt)
 	rsx_timeo_opt = opt;
 }
 
+/*
+ * The descriptor of s's TCP socket for a call under way: the one it came
+ * in with, or, once the program closed that while the call slept, the
+ * private duplicate it goes on with (rsx_sock_orphan()).  Read under
+ * s->lock, again each time a call takes the lock back.
+ */
+static inline int rsx_sfd(const struct rsx_sock *s, int fd)
+{
+	return unlikely(s->orphan_fd >= 0) ? s->orphan_fd : fd;
+}
+
 /* ms left before the call must give up with EAGAIN; -1: no limit. */
 static int rsx_timeout_left(int fd)
 {
@@ -190,7 +201,10 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events,
 	int ret, rev;
 
 	struct timespec until, ts;
-	int timeout = rsx_timeout_left(fd);
+	int timeout;
+
+	fd = rsx_sfd(s, fd);
+	timeout = rsx_timeout_left(fd);
 
 	if (timeout == 0)
 		return -EAGAIN;		/* SO_RCVTIMEO/SO_SNDTIMEO ran out */
@@ -224,7 +238,7 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events,
 			return errno == EINTR ? rsx_intr(timeout, NULL, seen) :
 						0;
 		if (pfd[0].revents & POLLNVAL)
-			return -EBADF;
+			return s->orphan_fd >= 0 ? 0 : -EBADF;
 		return pfd[0].revents;
 	}
 	if (c->polling) {
@@ -298,9 +312,16 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events,
 	if (pfd[2].revents)
 		rsx_conn_event(c);
 	rev = pfd[0].revents;
-	/* the program closed the descriptor under this blocked call */
-	if ((rev & POLLNVAL) && ret >= 0)
-		ret = -EBADF;
+	/*
+	 * The program closed the descriptor under this blocked call: it goes
+	 * on with the duplicate (next time round), or fails where there was
+	 * none to make.
+	 */
+	if (rev & POLLNVAL) {
+		rev = 0;
+		if (ret >= 0 && s->orphan_fd < 0)
+			ret = -EBADF;
+	}
 	c->polling = 0;
 	c->want = 0;
 	rsx_conn_wake(c);
@@ -318,7 +339,7 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events,
 /* Waits up to ms for fd to become readable, without s->lock. */
 static void rsx_wait_in(struct rsx_sock *s, int fd, int ms)
 {
-	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	struct pollfd pfd = { .fd = rsx_sfd(s, fd), .events = POLLIN };
 
 	if (ms <= 0)
 		return;
@@ -407,8 +428,11 @@ static int rsx_client_start(struct rsx_sock *s, int fd, int nonblock)
 			rsx_to_tcp(s, RSX_STAT_fallback_nodev);
 			return 0;
 		}
-		if (rsx_conn_create(dev, rsx_config.ring_size, &s->conn)) {
-			rsx_to_tcp(s, RSX_STAT_fallback_resources);
+		ret = rsx_conn_create(dev, rsx_config.ring_size, &s->conn);
+		if (ret) {
+			rsx_to_tcp(s, ret == -EDQUOT ?
+				   RSX_STAT_fallback_qp_limit :
+				   RSX_STAT_fallback_resources);
 			return 0;
 		}
 	}
@@ -549,8 +573,9 @@ static void rsx_server_answer(struct rsx_sock *s, int fd,
 	uint8_t buf[RSX_WIRE_LEN];
 	struct sockaddr_storage ss;
 	struct rsx_dev *dev;
+	enum rsx_stat stat = RSX_STAT_COUNT;
 	struct rsx_hello h;
-	int reason;
+	int reason, ret;
 
 	if (rsx_local_addr(fd, &ss)) {
 		reason = RSX_NAK_INTERNAL;
@@ -572,7 +597,10 @@ static void rsx_server_answer(struct rsx_sock *s, int fd,
 		reason = RSX_NAK_NODEV;
 		goto nak;
 	}
-	if (rsx_conn_create(dev, rsx_config.ring_size, &s->conn)) {
+	ret = rsx_conn_create(dev, rsx_config.ring_size, &s->conn);
+	if (ret) {
+		if (ret == -EDQUOT)
+			stat = RSX_STAT_fallback_qp_limit;
 		reason = RSX_NAK_RESOURCES;
 		goto nak;
 	}
@@ -599,10 +627,12 @@ static void rsx_server_answer(struct rsx_sock *s, int fd,
 	return;
 
 nak:
-	rsx_to_tcp(s, reason == RSX_NAK_RULES ? RSX_STAT_fallback_rules :
-		   reason == RSX_NAK_NODEV ? RSX_STAT_fallback_nodev :
-		   reason == RSX_NAK_EVENTED ? RSX_STAT_fallback_evented :
-		   RSX_STAT_fallback_resources);
+	if (stat == RSX_STAT_COUNT)
+		stat = reason == RSX_NAK_RULES ? RSX_STAT_fallback_rules :
+		       reason == RSX_NAK_NODEV ? RSX_STAT_fallback_nodev :
+		       reason == RSX_NAK_EVENTED ? RSX_STAT_fallback_evented :
+		       RSX_STAT_fallback_resources;
+	rsx_to_tcp(s, stat);
 	rsx_server_nak(fd, hello->nonce, reason);
 }
 
@@ -736,6 +766,8 @@ static void rsx_peer_closed(struct rsx_sock *s)
 	rsx_conn_poll(c);
 	if (!c->peer_fin && c->peer_cutover && !c->peer_down)
 		rsx_conn_fail(c, -ECONNRESET, "peer closed without FIN");
+	else if (!c->peer_cutover && !c->peer_down && c->qp_ready)
+		rsx_conn_ping(c);
 }
 
 /* The peer is gone: nobody will read what we send. */
@@ -873,6 +905,7 @@ static ssize_t rsx_up_recv(struct rsx_sock *s, int fd, const struct iovec *iov,
 	if (target > len)
 		target = len;
 	for (;;) {
+		fd = rsx_sfd(s, fd);
 		rsx_progress(s, fd);
 		if (s->rd_shut)
 			return got;
@@ -970,6 +1003,7 @@ static ssize_t rsx_up_send(struct rsx_sock *s, int fd, const struct iovec *iov,
 	int ret;
 
 	for (;;) {
+		fd = rsx_sfd(s, fd);
 		rsx_progress(s, fd);
 		if (s->wr_shut)
 			return sent ? (ssize_t)sent : rsx_epipe(flags);
@@ -1041,6 +1075,7 @@ static ssize_t rsx_hello_send(struct rsx_sock *s, int fd,
 	int ret;
 
 	for (;;) {
+		fd = rsx_sfd(s, fd);
 		if (s->state == RSX_ST_UPGRADED)
 			return rsx_up_send(s, fd, iov, iovcnt, len, flags,
 					   nonblock, sent);
@@ -1079,6 +1114,7 @@ static int rsx_negotiate(struct rsx_sock *s, int fd, int reading,
 	int ret, grace_used = 0;
 
 	for (;;) {
+		fd = rsx_sfd(s, fd);
 		switch (s->state) {
 		case RSX_ST_CLIENT_NEW:
 			ret = rsx_client_start(s, fd, nonblock);
@@ -1201,6 +1237,7 @@ static ssize_t rsx_sock_io(int fd, const struct iovec *iov, int iovcnt,
 		return ret;
 	}
 out:
+	fd = rsx_sfd(s, fd);
 	if (s->state == RSX_ST_UPGRADED && s->conn->peer_down)
 		rsx_down_settle(s, fd);
 	rsx_sock_ready_sync(s);
@@ -1400,6 +1437,14 @@ static void rsx_finish(struct rsx_sock *s, int fd, int timeout_ms)
 		pthread_mutex_lock(&s->lock);
 		c = s->conn;
 	}
+	/*
+	 * A side that never sent since the upgrade has not cut over yet: it
+	 * does now if the peer's CUTOVER is in, so that the FIN below tells
+	 * the peer, whose sends may be waiting for ring space we will never
+	 * give, that this end is gone and not only silent.
+	 */
+	if (c && !c->tx_ring)
+		rsx_progress(s, fd);
 	if (!c || !c->tx_ring)
 		return;
 	for (;;) {
@@ -1518,6 +1563,53 @@ void rsx_sock_close_last(struct rsx_sock *s, int fd)
 	 */
 	rsx_down_settle(s, fd);
 	pthread_mutex_unlock(&s->lock);
+}
+
+/*
+ * The program closes a descriptor of s while another of its threads may be
+ * in a call on it (s has more references than this descriptor's).  The
+ * kernel would keep the socket for that call, which goes on (a blocked
+ * send completes when the peer reads) while the number is free at once:
+ * the call must not go on with a number that the program may reuse.  A
+ * private duplicate takes over for it; the socket ends with the last
+ * reference (rsx_sock_orphan_end()).  Without a descriptor to spare, the
+ * call fails with EBADF at its next wakeup instead.
+ */
+void rsx_sock_orphan(struct rsx_sock *s, int fd)
+{
+	int k;
+
+	pthread_mutex_lock(&s->lock);
+	if (!s->conn || s->orphan_fd >= 0)
+		goto out;
+	k = rsx_libc.fcntl(fd, F_DUPFD_CLOEXEC, rsx_fd_private_base());
+	if (k < 0)
+		k = rsx_libc.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (k < 0) {
+		rsx_info("fd %d: closed under a call, no duplicate: %s", fd,
+			 strerror(errno));
+		goto out;
+	}
+	rsx_fd_set_private(k, NULL);
+	s->orphan_fd = k;
+	rsx_dbg("fd %d: closed under a call, which goes on with fd %d", fd,
+		k);
+	if (s->conn->polling)
+		rsx_kick(s->conn);	/* to poll the duplicate */
+out:
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* The last reference of an orphaned socket: as its last close. */
+void rsx_sock_orphan_end(struct rsx_sock *s)
+{
+	int k = s->orphan_fd;
+
+	if (s->conn)
+		rsx_sock_close_last(s, k);
+	s->orphan_fd = -1;
+	rsx_fd_take(k);
+	rsx_libc.close(k);
 }
 
 /* exit(), return from main, _exit(): flush every upgraded connection. */

@@ -20,6 +20,8 @@ ssize_t rsx_sock_sendfile(int out_fd, int in_fd, off_t *offset,
 int rsx_sock_shutdown(int fd, int how);
 int rsx_sock_ioctl(int fd, unsigned long req, void *arg);
 void rsx_sock_close_last(struct rsx_sock *s, int fd);
+void rsx_sock_orphan(struct rsx_sock *s, int fd);
+void rsx_sock_orphan_end(struct rsx_sock *s);
 void rsx_sock_connected(struct rsx_sock *s, int fd, int action,
 			int connected);
 void rsx_sock_accepted(struct rsx_sock *s);

@@ -17,12 +17,25 @@ are printed as "key=value" words for the test to report.
   shutrdonly  the same with shutdown(SHUT_RD): nothing goes to the peer
   closerd   client: a thread blocks in recv(); another thread closes the
             socket.  Linux lets the recv go on until the peer sends or
-            closes (the server closes after HOLD s) and returns EOF; it
-            must return then too (EOF, or EBADF: the descriptor is gone),
-            without crash, and not hang forever
+            closes (the server closes after HOLD s) and returns EOF; so
+            must rsockx (the call goes on with a descriptor of its own)
   closesend client: reads part of a stream the server keeps sending, closes
             with unread data; the server's send must fail (EPIPE or
             ECONNRESET) soon after, not hang
+  qplimit   client: connections A and B (upgraded under RSOCKX_MAX_QPS=2 on
+            one side), C (must stay TCP), A closed, D (upgraded again:
+            A's queue pair was given back), every connection echoed
+  closesnd  client: a thread blocks in send() of SNDN bytes (the server
+            reads nothing yet); another thread closes the socket.  As on
+            Linux the send goes on: the server, once told of the close,
+            reads the whole stream, which must be every byte, then EOF
+  closesndrst  the same, but the server closes without reading: the
+            blocked send must fail (EPIPE, ECONNRESET, or EBADF from
+            python's next send), not hang
+  killsnd   the same, but the client does not close, and the server, which
+            has not sent or received since its upgrade (not cut over),
+            is killed (SIGKILL): the send must fail (ECONNRESET or
+            EPIPE) within 10 s
   flap      client: connection A (upgraded) echoes; the port goes down
             (FAULTS_FLAG.want-down, the test answers FAULTS_FLAG.down):
             A must fail within 10 s, never end cleanly; connection B,
@@ -33,6 +46,7 @@ are printed as "key=value" words for the test to report.
 import errno
 import os
 import resource
+import signal
 import socket
 import sys
 import threading
@@ -40,6 +54,7 @@ import time
 
 HOLD = 4.0            # closerd/shutrd: the server keeps the socket this long
 PIECE = 200000
+SNDN = 8 << 20        # closesnd: far more than a ring and the TCP buffers
 
 
 def fail(msg):
@@ -93,9 +108,9 @@ def echo_conn(c):
 
 # --- servers --------------------------------------------------------------
 def serve(scenario, ls):
-    if scenario in ("fd", "memlock", "flap"):
+    if scenario in ("fd", "memlock", "flap", "qplimit"):
         threads = []
-        for _ in range(3 if scenario == "flap" else 2):
+        for _ in range({"flap": 3, "qplimit": 4}.get(scenario, 2)):
             c, _ = ls.accept()
             t = threading.Thread(target=echo_conn, args=(c,))
             t.start()
@@ -127,6 +142,34 @@ def serve(scenario, ls):
         time.sleep(HOLD)      # the connection stays open meanwhile
         c.close()
         return "held"
+    if scenario in ("closesnd", "closesndrst", "killsnd"):
+        recv_exact(c, 1000)
+        c.sendall(b"k")
+        t0 = time.monotonic()
+        while not os.path.exists(CLOSED_FLAG):
+            if time.monotonic() - t0 > 30:
+                fail("the client did not close in 30 s")
+            time.sleep(0.05)
+        if scenario == "closesndrst":
+            time.sleep(HOLD)
+            c.close()
+            return "closed unread after %.0f s" % HOLD
+        if scenario == "killsnd":
+            print("faults.py: ok killsnd server killing itself", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+        want = pattern(7, SNDN)
+        got = 0
+        while True:
+            b = c.recv(1 << 20)
+            if not b:
+                break
+            if b != want[got:got + len(b)]:
+                fail("bytes %d-%d differ" % (got, got + len(b)))
+            got += len(b)
+        c.close()
+        if got != SNDN:
+            fail("EOF after %d of %d bytes" % (got, SNDN))
+        return "got=%d" % got
     if scenario == "closesend":
         recv_exact(c, 1000)
         c.sendall(b"k")
@@ -207,9 +250,34 @@ def flap(host, port):
     return "a_broke=%s" % a_err.replace(" ", "_")
 
 
+def qplimit(host, port):
+    a = connect(host, port)
+    echo_check(a, 1)
+    b = connect(host, port)
+    echo_check(b, 2)
+    c = connect(host, port)
+    echo_check(c, 3)
+    echo_check(a, 4)
+    # the server's end of A is closed too (its echo thread ends at EOF and
+    # closes), then a moment for its queue pair to be given back after
+    a.shutdown(socket.SHUT_WR)
+    if a.recv(1):
+        fail("connection A: bytes after the echo")
+    a.close()
+    time.sleep(0.3)
+    d = connect(host, port)
+    for s, tag in ((d, 5), (b, 6), (c, 7), (d, 8)):
+        echo_check(s, tag)
+    for s in (b, c, d):
+        s.close()
+    return "four connections checked"
+
+
 def client(scenario, host, port):
     if scenario == "flap":
         return flap(host, port)
+    if scenario == "qplimit":
+        return qplimit(host, port)
     if scenario in ("fd", "memlock"):
         a = connect(host, port)
         echo_check(a, 1)
@@ -264,12 +332,52 @@ def client(scenario, host, port):
             if th.is_alive():
                 fail("recv still blocked %.1f s after close, server closed "
                      "after %.0f s" % (time.monotonic() - t0, HOLD))
-            # Linux: EOF; rsockx: EOF, or EBADF when the call was reading
-            # the TCP socket (before the peer's cut-over) that is gone
-            if res["got"] not in (b"", "errno EBADF", "errno ECONNRESET"):
+            # Linux: EOF when the peer closes, and rsockx the same
+            if res["got"] != b"":
                 fail("recv after close returned %r" % (res["got"],))
         return "recv_returned=%r after_s=%.2f" % (res["got"],
                                                    time.monotonic() - t0)
+    if scenario in ("closesnd", "closesndrst", "killsnd"):
+        res = {}
+
+        def sender():
+            t = time.monotonic()
+            try:
+                s.sendall(pattern(7, SNDN))
+                res["got"] = "sent"
+            except OSError as e:
+                res["got"] = "errno %s" % errno.errorcode.get(e.errno, e.errno)
+            res["t"] = time.monotonic() - t
+
+        th = threading.Thread(target=sender, daemon=True)
+        th.start()
+        time.sleep(1.0)      # the sender is asleep in send now
+        if not th.is_alive():
+            fail("sendall of %d bytes to a peer that reads nothing returned"
+                 " %s" % (SNDN, res.get("got")))
+        t0 = time.monotonic()
+        if scenario != "killsnd":
+            fd = s.detach()
+            os.close(fd)
+        open(CLOSED_FLAG, "w").close()
+        th.join(10 if scenario == "killsnd" else HOLD + 20)
+        if th.is_alive():
+            fail("send still blocked %.1f s after %s" %
+                 (time.monotonic() - t0, "the peer's kill"
+                  if scenario == "killsnd" else "close"))
+        if scenario == "killsnd" and res["got"] not in (
+                "errno EPIPE", "errno ECONNRESET"):
+            fail("send to a peer killed: %s" % res["got"])
+        if scenario == "closesnd" and res["got"] != "sent":
+            fail("send after close: %s, the peer read everything" %
+                 res["got"])
+        # Linux: a send that queued some bytes before the reset returns
+        # their count, and sendall's next send finds the descriptor gone
+        if scenario == "closesndrst" and res["got"] not in (
+                "errno EPIPE", "errno ECONNRESET", "errno EBADF"):
+            fail("send to a peer that closed unread: %s" % res["got"])
+        return "send=%s after_close_s=%.2f" % (
+            res["got"].replace(" ", "_"), time.monotonic() - t0)
     if scenario == "closesend":
         got = 0
         while got < 300000:

@@ -249,25 +249,29 @@ if part res; then
 	MEMLOCK=1024 res_case ring-too-big "$CLI RSOCKX_RING_SIZE=64m"
 fi
 
-# py_case SCENARIO [nocap]: faults.py server on B, client on A; sets rc
+# py_case SCENARIO [nocap]: faults.py server on B, client on A; sets rc.
+# PY_SENV, PY_CENV: more VAR=value words for the server's, the client's env.
 py_case() {
 	local name=$1 port spid rc=0 wrap=
 	[ "${2:-}" = nocap ] && wrap="setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock"
 	port=$(vm_port)
 	rm -f "$tmpdir/$name".* "$tmpdir/closed"
+	# shellcheck disable=SC2086
 	timeout 60 env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_CONF= FAULTS_FLAG="$tmpdir/closed" \
-		RSOCKX_STATS_FILE="$tmpdir/$name.sstats" \
+		RSOCKX_STATS_FILE="$tmpdir/$name.sstats" ${PY_SENV:-} \
 		"$PYTHON" "$FAULTS_PY" "$name" server $HOST_B "$port" \
 		>"$tmpdir/$name.server" 2>&1 &
 	spid=$!
 	wait_listen "$port" || { kill $spid; echo "$name: server did not start" >&2; return 1; }
 	# shellcheck disable=SC2086
 	timeout 60 $wrap env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_CONF="$tmpdir/rdma.conf" \
-		RSOCKX_STATS_FILE="$tmpdir/$name.cstats" FAULTS_BIND=$HOST_A \
+		RSOCKX_STATS_FILE="$tmpdir/$name.cstats" FAULTS_BIND=$HOST_A ${PY_CENV:-} \
 		FAULTS_FLAG="$tmpdir/closed" \
 		"$PYTHON" "$FAULTS_PY" "$name" client $HOST_B "$port" \
 		>"$tmpdir/$name.client" 2>&1 || rc=1
-	reap $spid 30 || rc=1
+	# PY_SRC: the server's exit status expected (137: it kills itself)
+	reap $spid 30
+	[ $? = "${PY_SRC:-0}" ] || rc=1
 	show $name
 	[ $rc = 0 ] && grep -q "^faults.py: ok $name client" "$tmpdir/$name.client" &&
 		grep -q "^faults.py: ok $name server" "$tmpdir/$name.server"
@@ -289,6 +293,31 @@ for sc in fd memlock; do
 		test "$(stat_of $tmpdir/$sc.cstats upgraded)" = 1 -a \
 		"$(stat_of $tmpdir/$sc.cstats fallback_resources)" -ge 1
 done
+
+# RSOCKX_MAX_QPS on either side: the connection over the limit stays TCP,
+# the others go on, and a queue pair given back at close is taken again.
+qp_stats() { # ROLE(c|s): "upgraded U, fallback_qp_limit L, fallback_nak N"
+	echo "upgraded $(stat_of $tmpdir/qplimit.${1}stats upgraded)," \
+		"fallback_qp_limit $(stat_of $tmpdir/qplimit.${1}stats fallback_qp_limit)," \
+		"fallback_nak $(stat_of $tmpdir/qplimit.${1}stats fallback_nak)"
+}
+if part exhaust; then
+	for side in client server; do
+		if [ $side = client ]; then
+			PY_CENV=RSOCKX_MAX_QPS=2 py_check "RSOCKX_MAX_QPS=2 on the $side: A and B upgraded, C stayed TCP, D upgraded once A closed, every echo right" qplimit
+			want_c="upgraded 3, fallback_qp_limit 1, fallback_nak 0"
+			want_s="upgraded 3, fallback_qp_limit 0, fallback_nak 0"
+		else
+			PY_SENV=RSOCKX_MAX_QPS=2 py_check "RSOCKX_MAX_QPS=2 on the $side: A and B upgraded, C stayed TCP, D upgraded once A closed, every echo right" qplimit
+			want_c="upgraded 3, fallback_qp_limit 0, fallback_nak 1"
+			want_s="upgraded 3, fallback_qp_limit 1, fallback_nak 0"
+		fi
+		check "RSOCKX_MAX_QPS=2 on the $side: client counted $(qp_stats c)" \
+			test "$(qp_stats c)" = "$want_c"
+		check "RSOCKX_MAX_QPS=2 on the $side: server counted $(qp_stats s)" \
+			test "$(qp_stats s)" = "$want_s"
+	done
+fi
 
 # --- 4b. the port goes down and comes back, in the same processes -----------------
 # faults.py flap asks for the link to go down and to come back; in between
@@ -337,7 +366,10 @@ if part races; then
 	py_check "shutdown(SHUT_RDWR) from another thread wakes a blocked recv" shutrd
 	py_check "shutdown(SHUT_RD) from another thread wakes a blocked recv" shutrdonly
 	py_check "close from another thread while one is blocked in recv (Linux: it returns when the peer closes)" closerd
-	for sc in closesend shutrd shutrdonly closerd; do
+	py_check "close from another thread while one is blocked in send: the send completes, the peer reads every byte, then EOF" closesnd
+	py_check "close from another thread while one is blocked in send, the peer closes unread: the send fails" closesndrst
+	PY_SRC=137 py_check "a send blocked on a peer that never read since its upgrade, killed: the send fails" killsnd
+	for sc in closesend shutrd shutrdonly closerd closesnd closesndrst killsnd; do
 		check "$sc: the connection was upgraded" test "$(stat_of $tmpdir/$sc.cstats upgraded)" = 1
 	done
 fi
