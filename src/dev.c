@@ -82,6 +82,13 @@ static int rsx_query_port(struct ibv_context *ctx, int port,
 	return rsx_ibv.query_port(ctx, port, (void *)pa);
 }
 
+static int rsx_port_active(struct ibv_context *ctx, int port)
+{
+	struct ibv_port_attr pa;
+
+	return !rsx_query_port(ctx, port, &pa) && pa.state == IBV_PORT_ACTIVE;
+}
+
 /* One more rsx_dev for (ctx, port, GID index g); 1 if there was room. */
 static int rsx_dev_add(struct ibv_context *ctx, struct ibv_pd *pd,
 		       struct rsx_mempool *pools, const char *name, int port,
@@ -350,6 +357,39 @@ static void rsx_dev_port(struct ibv_context *ctx, int port, int down)
 		 port, n, n == 1 ? "" : "s");
 }
 
+/*
+ * In a fork child: the devices the parent opened are not the child's.
+ * Soft-RoCE's verbs are write() commands on the device's descriptor, which
+ * the kernel refuses (EACCES) from a process with other credentials than
+ * the opener's, and a fork child has its own: its connections would fail
+ * their first post and stay TCP.  And the parent's event descriptor would
+ * be shared, so that a port's event went to one of the two only.  The
+ * child closes its copies of the descriptors (the parent's stay open) and
+ * forgets the devices; it opens its own when it first needs one.  The
+ * parent's memory, pools and connections remain in the child's copy of
+ * memory, never used or freed there: they are registered to the parent.
+ */
+void rsx_dev_fork_child(void)
+{
+	struct ibv_context *ctx;
+	int i;
+
+	pthread_mutex_init(&rsx_dev_lock, NULL);
+	if (!atomic_load(&rsx_devs_opened))
+		return;
+	for (i = 0; i < rsx_ndevs; i++) {
+		ctx = rsx_devs[i].ctx;
+		if (i && ctx == rsx_devs[i - 1].ctx)
+			continue;
+		rsx_libc.close(ctx->async_fd);
+		rsx_libc.close(ctx->cmd_fd);
+	}
+	memset(rsx_devs, 0, sizeof(rsx_devs));
+	rsx_ndevs = 0;
+	rsx_naddr = 0;
+	atomic_store(&rsx_devs_opened, 0);
+}
+
 /* A device whose events cannot be read (removed): stop waiting for them. */
 static void rsx_dev_async_dead(struct ibv_context *ctx)
 {
@@ -385,8 +425,17 @@ void rsx_dev_async_all(void)
 		while (!rsx_ibv.get_async_event(rsx_devs[i].ctx, &ev)) {
 			switch (ev.event_type) {
 			case IBV_EVENT_PORT_ERR:
-				rsx_dev_port(rsx_devs[i].ctx,
-					     ev.element.port_num, 1);
+				/* read late, after the port came back: the
+				 * connections made since are sound */
+				if (rsx_port_active(rsx_devs[i].ctx,
+						    ev.element.port_num))
+					rsx_dbg("device %s port %d went down "
+						"and is up again",
+						rsx_devs[i].name,
+						ev.element.port_num);
+				else
+					rsx_dev_port(rsx_devs[i].ctx,
+						     ev.element.port_num, 1);
 				break;
 			case IBV_EVENT_PORT_ACTIVE:
 				rsx_dev_port(rsx_devs[i].ctx,

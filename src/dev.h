@@ -40,6 +40,7 @@ int rsx_dev_find(const struct sockaddr *local, struct rsx_dev **out);
 int rsx_dev_async_fd(const struct rsx_dev *dev);
 void rsx_dev_async_all(void);
 void rsx_dev_unwatch(int epfd);
+void rsx_dev_fork_child(void);
 void rsx_addr_to_gid(const struct sockaddr *sa, uint8_t gid[16]);
 
 #endif

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "config.h"
 #include "guard.h"
 #include "libc.h"
@@ -56,14 +57,6 @@ static struct rsx_cm_ctx rsx_listener_ctx = { .listener = 1 };
 static struct rdma_event_channel *rsx_cm_chan;
 static int rsx_cm_state;	/* 0 not tried, 1 running, -1 unavailable */
 
-static int64_t rsx_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void rsx_key(const struct sockaddr *sa, uint8_t addr[16],
 		    uint16_t *port, uint8_t *family)
 {
@@ -91,7 +84,7 @@ static struct rdma_cm_id *rsx_probe_done(struct rsx_probe *p, int answer)
 	struct rdma_cm_id *id = p->id;
 
 	p->answer = answer;
-	p->expires = rsx_ms() + 1000 * (answer == RSX_PROBE_YES ?
+	p->expires = rsx_now_ms() + 1000 * (answer == RSX_PROBE_YES ?
 					rsx_config.probe_ttl_s :
 					rsx_config.probe_neg_ttl_s);
 	p->id = NULL;
@@ -167,7 +160,7 @@ out:
 /* Probes that never got an answer count as "no". */
 static void rsx_probe_expire(void)
 {
-	int64_t now = rsx_ms();
+	int64_t now = rsx_now_ms();
 	int i;
 
 	pthread_mutex_lock(&rsx_probe_lock);
@@ -263,7 +256,7 @@ static struct rsx_probe *rsx_probe_slot(const uint8_t *addr, uint16_t port,
  */
 int rsx_probe_lookup(const struct sockaddr *sa, socklen_t len)
 {
-	int64_t now = rsx_ms();
+	int64_t now = rsx_now_ms();
 	struct rsx_probe *p;
 	uint8_t addr[16], family;
 	uint16_t port;

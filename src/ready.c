@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "config.h"
 #include "conn.h"
 #include "dev.h"
@@ -772,14 +773,6 @@ int rsx_select_needs(int nfds, const fd_set *r, const fd_set *w,
 	return 0;
 }
 
-static int64_t rsx_mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /*
  * Busy polling for poll, select and epoll (ARCHITECTURE item 11).  An
  * arrival for a program asleep in one of those wakes the watcher, which
@@ -860,7 +853,8 @@ int rsx_ready_spin(rsx_ready_call *call, void *arg, int64_t timeout_us,
 	uint32_t live = atomic_load_explicit(&rsx_watch_live,
 					     memory_order_relaxed);
 	const sigset_t *mask = ss;
-	int64_t until, spin = rsx_config.spin_us;
+	int64_t spin = rsx_config.spin_us;
+	struct rsx_spin_end end;
 	struct rsx_sig_seen seen;
 	sigset_t old;
 	unsigned int i;
@@ -884,15 +878,10 @@ int rsx_ready_spin(rsx_ready_call *call, void *arg, int64_t timeout_us,
 			mask = ss ? ss : &old;
 		}
 		rsx_stat_inc(RSX_STAT_spin_waits);
-		/*
-		 * The clock from the first ask on (a system call on HPET),
-		 * unless a timeout shorter than the spin bounds it.
-		 */
-		until = 0;
-		if (timeout_us > 0 && timeout_us < spin) {
-			spin = timeout_us;
-			until = rsx_mono_ns() + spin * 1000;
-		}
+		if (timeout_us > 0 && timeout_us < spin)
+			rsx_spin_end_init(&end, timeout_us, 1);
+		else
+			rsx_spin_end_init(&end, spin, 0);
 		for (i = 1;; i++) {
 			if (!rsx_spin_round(0) && i % RSX_SPIN_ASK_EVERY)
 				continue;
@@ -904,9 +893,7 @@ int rsx_ready_spin(rsx_ready_call *call, void *arg, int64_t timeout_us,
 			if (counted ? rsx_sig_ran(&seen) :
 			    rsx_guard_signalled(mask))
 				break;
-			if (!until)
-				until = rsx_mono_ns() + spin * 1000;
-			else if (rsx_mono_ns() >= until)
+			if (rsx_spin_end_passed(&end))
 				break;
 		}
 		if (counted) {

@@ -363,6 +363,7 @@ void rsx_on_fork_child(void)
 	rsx_sig_fork_done();
 	rsx_stat_inc(RSX_STAT_forks);
 	rsx_fork_child_sockets();
+	rsx_dev_fork_child();
 }
 
 void rsx_on_exec(void)

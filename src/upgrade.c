@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "config.h"
 #include "conn.h"
 #include "dev.h"
@@ -51,22 +52,6 @@
 #include "upgrade.h"
 
 #define RSX_IOV_SLICE 64
-
-static int64_t rsx_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static uint64_t rsx_now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 static size_t rsx_iov_len(const struct iovec *iov, int iovcnt)
 {
@@ -199,7 +184,6 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events,
 	uint64_t kick;
 	uint32_t gen;
 	int ret, rev;
-
 	struct timespec until, ts;
 	int timeout;
 
@@ -780,20 +764,17 @@ static int rsx_peer_gone(const struct rsx_conn *c)
  * Busy-polls the completion queue for up to RSOCKX_SPIN_US, or until a
  * signal comes: one held back (mask), or a handler that ran (seen).  The
  * clock is read once per RSX_SPIN_CLOCK_EVERY polls, and first after the
- * first RSX_SPIN_CLOCK_EVERY (the spin lasts that many polls longer):
- * where the kernel has no usable TSC (a VM on HPET), clock_gettime is a
- * system call that costs more than the poll itself, and a spin that ends
- * within its first polls, the common case under ping-pong, then reads no
- * clock at all.
+ * first RSX_SPIN_CLOCK_EVERY (clock.h: most spins end before).
  */
 #define RSX_SPIN_CLOCK_EVERY	16
 
 static int rsx_spin(struct rsx_conn *c, const sigset_t *mask,
 		    const struct rsx_sig_seen *seen)
 {
-	uint64_t t0 = 0;
+	struct rsx_spin_end end;
 	unsigned int i;
 
+	rsx_spin_end_init(&end, rsx_config.spin_us, 0);
 	for (i = 1;; i++) {
 		if (rsx_conn_poll(c))
 			return 1;
@@ -801,9 +782,7 @@ static int rsx_spin(struct rsx_conn *c, const sigset_t *mask,
 			continue;
 		if (mask ? rsx_guard_signalled(mask) : rsx_sig_ran(seen))
 			return 0;
-		if (!t0)
-			t0 = rsx_now_us();
-		else if (rsx_now_us() - t0 >= rsx_config.spin_us)
+		if (rsx_spin_end_passed(&end))
 			return 0;
 	}
 }

@@ -42,6 +42,13 @@ are printed as "key=value" words for the test to report.
             made while the port is down, echoes (on TCP); the port comes
             back (FAULTS_FLAG.want-up, then FAULTS_FLAG.up) and connection
             C echoes (upgraded again, in the same processes)
+  flapfork  client: connection A (upgraded), then fork; the child makes B
+            (upgraded: it opens the devices anew); the port goes down
+            while the test holds the server stopped (SIGSTOP), so that
+            only the port can break them: the parent's A (a blocking
+            recv) and the child's B (a recv with a timeout: poll and the
+            readiness watcher) must both fail within 15 s; once the port
+            is back, C upgrades in the parent and echoes
 """
 import errno
 import os
@@ -108,9 +115,10 @@ def echo_conn(c):
 
 # --- servers --------------------------------------------------------------
 def serve(scenario, ls):
-    if scenario in ("fd", "memlock", "flap", "qplimit"):
+    if scenario in ("fd", "memlock", "flap", "flapfork", "qplimit"):
         threads = []
-        for _ in range({"flap": 3, "qplimit": 4}.get(scenario, 2)):
+        for _ in range({"flap": 3, "flapfork": 3,
+                        "qplimit": 4}.get(scenario, 2)):
             c, _ = ls.accept()
             t = threading.Thread(target=echo_conn, args=(c,))
             t.start()
@@ -273,9 +281,74 @@ def qplimit(host, port):
     return "four connections checked"
 
 
+def broken_within(s, tag, limit):
+    """Echoes on s (the port is down): it must fail (ECONNRESET or EPIPE)
+    within limit seconds; returns the seconds it took."""
+    def late(signum, frame):
+        raise TimeoutError()
+    t0 = time.monotonic()
+    old = signal.signal(signal.SIGALRM, late)
+    signal.alarm(limit)
+    try:
+        echo_check(s, tag)
+        fail("connection %d still echoes with its port down" % tag)
+    except TimeoutError:
+        fail("connection %d neither failed nor echoed within %d s" %
+             (tag, limit))
+    except OSError as e:
+        if e.errno not in (errno.ECONNRESET, errno.EPIPE):
+            raise
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    return time.monotonic() - t0
+
+
+def flapfork(host, port):
+    a = connect(host, port)
+    echo_check(a, 1)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(r)
+            a.close()            # the parent's
+            b = connect(host, port)
+            echo_check(b, 2)
+            os.write(w, b"r")
+            t0 = time.monotonic()
+            while not os.path.exists(CLOSED_FLAG + ".down"):
+                if time.monotonic() - t0 > 30:
+                    fail("child: the port did not go down in 30 s")
+                time.sleep(0.05)
+            b.settimeout(30)     # poll, the readiness watcher
+            print("faults.py: child's B broke after %.2f s" %
+                  broken_within(b, 3, 15), flush=True)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    if os.read(r, 1) != b"r":
+        fail("the child did not make its connection")
+    await_flag("down")
+    took = broken_within(a, 4, 15)  # a blocking recv: rsx_sleep
+    a.close()
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        fail("the child's connection did not break (status %#x)" % status)
+    await_flag("up")
+    c = connect(host, port)
+    echo_check(c, 5)
+    c.close()
+    return "a_broke_after_s=%.2f" % took
+
+
 def client(scenario, host, port):
     if scenario == "flap":
         return flap(host, port)
+    if scenario == "flapfork":
+        return flapfork(host, port)
     if scenario == "qplimit":
         return qplimit(host, port)
     if scenario in ("fd", "memlock"):

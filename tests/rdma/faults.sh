@@ -21,9 +21,10 @@ CLI="RSOCKX_CONF=$tmpdir/rdma.conf"
 SRV="RSOCKX_CONF="
 BIG=2000000000	# more than any case sends before its fault
 
-# RSOCKX_FAULTS_ONLY="kill cut link qperr res exhaust races": only those
-# parts (by hand; run.sh passes RSOCKX_* variables into the VM).
-RSOCKX_FAULTS_ONLY=${RSOCKX_FAULTS_ONLY:-kill cut link qperr res exhaust races}
+# RSOCKX_FAULTS_ONLY="kill cut link linkfork qperr res exhaust races": only
+# those parts (by hand; run.sh passes RSOCKX_* variables into the VM).
+# RSOCKX_FAULTS_CENV: more VAR=value words for faults.py's clients.
+RSOCKX_FAULTS_ONLY=${RSOCKX_FAULTS_ONLY:-kill cut link linkfork qperr res exhaust races}
 part() { case " $RSOCKX_FAULTS_ONLY " in *" $1 "*) return 0 ;; esac; return 1; }
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
@@ -266,6 +267,7 @@ py_case() {
 	# shellcheck disable=SC2086
 	timeout 60 $wrap env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_CONF="$tmpdir/rdma.conf" \
 		RSOCKX_STATS_FILE="$tmpdir/$name.cstats" FAULTS_BIND=$HOST_A ${PY_CENV:-} \
+		${RSOCKX_FAULTS_CENV:-} \
 		FAULTS_FLAG="$tmpdir/closed" \
 		"$PYTHON" "$FAULTS_PY" "$name" client $HOST_B "$port" \
 		>"$tmpdir/$name.client" 2>&1 || rc=1
@@ -323,13 +325,15 @@ fi
 # faults.py flap asks for the link to go down and to come back; in between
 # a new connection stays TCP (its device's port is down), and after it one
 # upgrades again (rsockx heard the port come back).
-flap_driver() { # answers faults.py's want-down and want-up, for 60 s at most
-	local f=$tmpdir/closed i
+flap_driver() { # [SCENARIO]: answers faults.py's want-down and want-up, for
+	# 60 s at most; with SCENARIO, its server is stopped while the port is down
+	local f=$tmpdir/closed i stop=${1:-}
 	for ((i = 0; i < 600; i++)); do
 		[ -e $f.want-down ] && break
 		sleep 0.1
 	done
 	[ -e $f.want-down ] || return
+	[ -n "$stop" ] && pkill -STOP -f "faults.py $stop server"
 	link_fail down
 	port_is $DEV_A DOWN && port_is $DEV_B DOWN && touch $f.down
 	for ((; i < 600; i++)); do
@@ -338,6 +342,7 @@ flap_driver() { # answers faults.py's want-down and want-up, for 60 s at most
 	done
 	link_heal down
 	port_is $DEV_A ACTIVE && port_is $DEV_B ACTIVE && touch $f.up
+	[ -n "$stop" ] && pkill -CONT -f "faults.py $stop server"
 }
 if part link; then
 	rm -f "$tmpdir"/closed.*
@@ -358,6 +363,23 @@ if part link; then
 	# watcher hears for it) may see the server's TCP end of A before
 	check "port down and up: the port's event broke A (port_down_breaks: server $(stat_of $tmpdir/flap.sstats port_down_breaks), client $(stat_of $tmpdir/flap.cstats port_down_breaks))" \
 		test "$(stat_of $tmpdir/flap.sstats port_down_breaks)" -ge 1
+fi
+if part linkfork; then
+	# A child forked after its parent opened the devices opens its own
+	# (the parent's refuse a child's commands) and upgrades; the port going
+	# down breaks the connections of both, the server stopped, so that no
+	# TCP end of its tells them.
+	rm -f "$tmpdir"/closed.*
+	flap_driver flapfork &
+	fpid=$!
+	py_check "a fork family, port down: the parent's A and the child's B broke by themselves, C upgraded after" flapfork
+	kill $fpid 2>/dev/null
+	wait $fpid 2>/dev/null
+	pkill -CONT -f "faults.py flapfork server"
+	link_heal down 2>/dev/null
+	port_is $DEV_A ACTIVE
+	check "fork family: the server upgraded A, the child's B, and C ($(stat_of $tmpdir/flapfork.sstats upgraded))" \
+		test "$(stat_of $tmpdir/flapfork.sstats upgraded)" = 3
 fi
 
 # --- 5. close and shutdown races ---------------------------------------------------
