@@ -281,6 +281,22 @@ def qplimit(host, port):
     return "four connections checked"
 
 
+def in_thread(call):
+    """Runs call() in a thread of its own; res["got"] is what it returned,
+    or "errno NAME" for the error it raised."""
+    res = {}
+
+    def run():
+        try:
+            res["got"] = call()
+        except OSError as e:
+            res["got"] = "errno %s" % errno.errorcode.get(e.errno, e.errno)
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    return th, res
+
+
 def broken_within(s, tag, limit):
     """Echoes on s (the port is down): it must fail (ECONNRESET or EPIPE)
     within limit seconds; returns the seconds it took."""
@@ -375,18 +391,7 @@ def client(scenario, host, port):
     if recv_exact(s, 1) != b"k":
         fail("no answer")
     if scenario in ("shutrd", "shutrdonly", "closerd"):
-        res = {}
-
-        def reader():
-            t = time.monotonic()
-            try:
-                res["got"] = s.recv(100)
-            except OSError as e:
-                res["got"] = "errno %s" % errno.errorcode.get(e.errno, e.errno)
-            res["t"] = time.monotonic() - t
-
-        th = threading.Thread(target=reader, daemon=True)
-        th.start()
+        th, res = in_thread(lambda: s.recv(100))
         time.sleep(0.5)      # the reader is asleep in recv now
         t0 = time.monotonic()
         if scenario.startswith("shutrd"):
@@ -411,19 +416,7 @@ def client(scenario, host, port):
         return "recv_returned=%r after_s=%.2f" % (res["got"],
                                                    time.monotonic() - t0)
     if scenario in ("closesnd", "closesndrst", "killsnd"):
-        res = {}
-
-        def sender():
-            t = time.monotonic()
-            try:
-                s.sendall(pattern(7, SNDN))
-                res["got"] = "sent"
-            except OSError as e:
-                res["got"] = "errno %s" % errno.errorcode.get(e.errno, e.errno)
-            res["t"] = time.monotonic() - t
-
-        th = threading.Thread(target=sender, daemon=True)
-        th.start()
+        th, res = in_thread(lambda: s.sendall(pattern(7, SNDN)) or "sent")
         time.sleep(1.0)      # the sender is asleep in send now
         if not th.is_alive():
             fail("sendall of %d bytes to a peer that reads nothing returned"
