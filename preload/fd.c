@@ -126,15 +126,11 @@ RSX_EXPORT int fcntl64(int fd, int cmd, ...)
 			      RSX_REAL(fcntl64)(fd, cmd, arg));
 }
 
-RSX_EXPORT int ioctl(int fd, unsigned long req, ...)
+static __attribute__((noinline, cold)) int
+rsx_ioctl_slow(int fd, unsigned long req, void *arg)
 {
-	va_list ap;
-	void *arg;
 	int ret;
 
-	va_start(ap, req);
-	arg = va_arg(ap, void *);
-	va_end(ap);
 	rsx_trace_call("ioctl", fd);
 	if (rsx_engine(fd)) {
 		ret = rsx_sock_ioctl(fd, req, arg);
@@ -146,6 +142,25 @@ RSX_EXPORT int ioctl(int fd, unsigned long req, ...)
 	    !rsx_guarded())
 		RSX_KEEP_ERRNO(rsx_on_fionbio(fd, *(int *)arg));
 	return ret;
+}
+
+/*
+ * A descriptor rsockx does not track (libibverbs' own ioctls on the device,
+ * in every post and poll of Soft-RoCE) goes straight to libc, as in io.c.
+ */
+RSX_EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	__typeof__(rsx_libc.ioctl) real = rsx_libc.ioctl;
+	va_list ap;
+	void *arg;
+
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	if (likely(real && !rsx_fd_peek(fd) &&
+		   rsx_log_level < RSX_LOG_TRACE))
+		return real(fd, req, arg);
+	return rsx_ioctl_slow(fd, req, arg);
 }
 
 RSX_EXPORT int fstat(int fd, struct stat *st)
