@@ -100,6 +100,7 @@ static ssize_t rsx_tcp_io(int fd, const struct iovec *iov, int iovcnt,
 }
 
 static void rsx_peer_closed(struct rsx_sock *s);
+static void rsx_kick(struct rsx_conn *c);
 static void rsx_ready_upgraded(struct rsx_sock *s);
 
 /*
@@ -534,6 +535,14 @@ static int rsx_client_answer(struct rsx_sock *s, int fd)
 	rsx_info("fd %d: upgraded (client), QP %u", fd, c->qp->qp_num);
 	rsx_sock_set_state(s, RSX_ST_UPGRADED);
 	rsx_ready_upgraded(s);
+	/*
+	 * Another thread may sleep on c since before the QP was ready (a send
+	 * waiting for TCP room while the answer was out): its poll has no
+	 * completion channel in it, and a thread napping for it would wait
+	 * on ring data for ever.  It polls anew, the channel included.
+	 */
+	if (c->polling)
+		rsx_kick(c);
 	return 0;
 }
 
