@@ -461,15 +461,38 @@ err:
 }
 
 /*
+ * Posts wr into the peer's ring (its remote address an offset from the
+ * ring's start).  wr_id carries the running count of requests, so that a
+ * signalled one's completion retires all before it.
+ */
+static int rsx_post_wr(struct rsx_conn *c, struct ibv_send_wr *wr,
+		       uint64_t roff)
+{
+	struct ibv_send_wr *bad;
+	int ret;
+
+	wr->wr_id = ++c->sq_posted;
+	wr->wr.rdma.remote_addr = c->peer.ring_addr + roff;
+	wr->wr.rdma.rkey = c->peer.rkey;
+	ret = ibv_post_send(c->qp, wr, &bad);
+	if (ret) {
+		c->sq_posted--;
+		rsx_info("QP %u: post_send failed: %s", c->qp->qp_num,
+			 strerror(ret));
+		return -ret;
+	}
+	return 0;
+}
+
+/*
  * Posts one RDMA WRITE WITH IMMEDIATE of len bytes at src into the peer's
  * memory at remote offset roff from the ring's start.  Every
- * RSX_SIGNAL_EVERY-th request is signalled; its completion retires all
- * before it (wr_id carries the running count).
+ * RSX_SIGNAL_EVERY-th request is signalled.
  */
 static int rsx_post(struct rsx_conn *c, uint64_t roff, const void *src,
 		    uint32_t len, uint32_t lkey, uint32_t imm, int force_signal)
 {
-	struct ibv_send_wr wr, *bad;
+	struct ibv_send_wr wr;
 	struct ibv_sge sge;
 	int ret;
 
@@ -477,27 +500,20 @@ static int rsx_post(struct rsx_conn *c, uint64_t roff, const void *src,
 	sge.addr = (uintptr_t)src;
 	sge.length = len;
 	sge.lkey = lkey;
-	wr.wr_id = ++c->sq_posted;
 	wr.sg_list = len ? &sge : NULL;
 	wr.num_sge = len ? 1 : 0;
 	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
 	wr.imm_data = htobe32(imm);
-	wr.wr.rdma.remote_addr = c->peer.ring_addr + roff;
-	wr.wr.rdma.rkey = c->peer.rkey;
 	if (len && len <= c->max_inline)
 		wr.send_flags |= IBV_SEND_INLINE;
 	if (force_signal || ++c->unsignaled >= RSX_SIGNAL_EVERY) {
 		wr.send_flags |= IBV_SEND_SIGNALED;
 		c->unsignaled = 0;
 	}
-	ret = ibv_post_send(c->qp, &wr, &bad);
-	if (ret) {
-		c->sq_posted--;
-		rsx_info("post_send failed: %s", strerror(ret));
-		return -ret;
-	}
-	c->tx_msgs++;
-	return 0;
+	ret = rsx_post_wr(c, &wr, roff);
+	if (!ret)
+		c->tx_msgs++;
+	return ret;
 }
 
 static int rsx_sq_full(const struct rsx_conn *c)
@@ -885,27 +901,19 @@ int rsx_conn_fin(struct rsx_conn *c)
  */
 int rsx_conn_ping(struct rsx_conn *c)
 {
-	struct ibv_send_wr wr, *bad;
+	struct ibv_send_wr wr;
 	int ret;
 
 	if (c->err || rsx_sq_full(c))
 		return c->err ? c->err : -EAGAIN;
 	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = ++c->sq_posted;
 	wr.opcode = IBV_WR_RDMA_WRITE;
 	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.wr.rdma.remote_addr = c->peer.ring_addr;
-	wr.wr.rdma.rkey = c->peer.rkey;
-	ret = ibv_post_send(c->qp, &wr, &bad);
-	if (ret) {
-		c->sq_posted--;
-		rsx_info("QP %u: ping not posted: %s", c->qp->qp_num,
-			 strerror(ret));
-		return -ret;
-	}
-	rsx_dbg("QP %u: peer's TCP end closed before its cut-over: ping",
-		c->qp->qp_num);
-	return 0;
+	ret = rsx_post_wr(c, &wr, 0);
+	if (!ret)
+		rsx_dbg("QP %u: peer's TCP end closed before its cut-over: "
+			"ping", c->qp->qp_num);
+	return ret;
 }
 
 /* Asks for a completion event; 0 if none can be missed by sleeping now. */
