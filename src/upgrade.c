@@ -778,8 +778,8 @@ static int rsx_peer_gone(const struct rsx_conn *c)
  * system call of 2 to 5 us on the emulated HPET of the test VM, and a
  * completion that comes during it waits for its end: read every 16 polls
  * it took a third of the spin, and the ping-pong round trip was 4% longer
- * (45.0 against 43.0 us median, six alternating rounds).  256 polls of an
- * idle CQ take 10 to 70 us, so a spin overshoots RSOCKX_SPIN_US by no more.
+ * (45.0 against 43.0 us median, six alternating rounds).  A spin may
+ * last up to RSX_SPIN_CLOCK_EVERY polls past RSOCKX_SPIN_US.
  */
 #define RSX_SPIN_SIG_EVERY	16
 #define RSX_SPIN_CLOCK_EVERY	256

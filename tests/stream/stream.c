@@ -59,6 +59,9 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 static uint64_t nbytes = 1 << 20, tput_bytes;
 static unsigned int maxpiece = 65536, seed = 1, pingpong;
@@ -102,11 +105,10 @@ static uint64_t now_ns(void)
  * is one, scaled to ns by the run's own CLOCK_MONOTONIC time afterwards,
  * as perftest's ib_write_lat (the raw-verbs column) does it.  Where the
  * kernel has no stable TSC (the emulated test VM, on its HPET),
- * clock_gettime is a system call of about 2 us, and one of them fell into
+ * clock_gettime is a system call of 2 to 5 us, and one of them fell into
  * every round trip measured.
  */
 #if defined(__x86_64__)
-#include <x86intrin.h>
 static uint64_t ticks(void)
 {
 	return __rdtsc();
