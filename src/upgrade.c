@@ -100,7 +100,6 @@ static ssize_t rsx_tcp_io(int fd, const struct iovec *iov, int iovcnt,
 }
 
 static void rsx_peer_closed(struct rsx_sock *s);
-static void rsx_kick(struct rsx_conn *c);
 static void rsx_ready_upgraded(struct rsx_sock *s);
 
 /*
@@ -127,6 +126,20 @@ static void rsx_call_begin(int opt)
 static inline int rsx_sfd(const struct rsx_sock *s, int fd)
 {
 	return unlikely(s->orphan_fd >= 0) ? s->orphan_fd : fd;
+}
+
+/*
+ * Wakes the thread asleep in rsx_sleep()'s poll on c, if there is one, to
+ * poll again: for events it does not watch, a completion another thread
+ * took in, a descriptor that changed.  Under s->lock, which the sleeper
+ * takes to set and clear c->polling.
+ */
+static void rsx_kick(struct rsx_conn *c)
+{
+	uint64_t kick = 1;
+
+	if (c->polling && rsx_libc.write(c->kick_fd, &kick, sizeof(kick)) < 0)
+		rsx_dbg("kick: %s", strerror(errno));
 }
 
 /* ms left before the call must give up with EAGAIN; -1: no limit. */
@@ -229,9 +242,7 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events,
 	if (c->polling) {
 		if ((c->want | events) != c->want) {
 			c->want |= events;
-			kick = 1;
-			if (rsx_libc.write(c->kick_fd, &kick, sizeof(kick)) < 0)
-				rsx_dbg("kick: %s", strerror(errno));
+			rsx_kick(c);
 		}
 		gen = c->wake_gen;
 		if (timeout >= 0) {
@@ -365,16 +376,13 @@ static int rsx_tcp_send_msg(int fd, const uint8_t *buf, size_t len,
 static void rsx_to_tcp(struct rsx_sock *s, enum rsx_stat reason)
 {
 	struct rsx_conn *c = s->conn;
-	uint64_t kick = 1;
 
 	rsx_ready_off(s, 1);
 	s->conn = NULL;
 	if (c && (c->polling || c->waiters)) {
 		/* another thread sleeps on it (a reader while a writer took
 		 * the HELLO's answer): the last one out frees it (rsx_sleep) */
-		if (c->polling &&
-		    rsx_libc.write(c->kick_fd, &kick, sizeof(kick)) < 0)
-			rsx_dbg("kick: %s", strerror(errno));
+		rsx_kick(c);
 		rsx_conn_wake(c);
 	} else if (c) {
 		rsx_conn_destroy(c);
@@ -541,8 +549,7 @@ static int rsx_client_answer(struct rsx_sock *s, int fd)
 	 * completion channel in it, and a thread napping for it would wait
 	 * on ring data for ever.  It polls anew, the channel included.
 	 */
-	if (c->polling)
-		rsx_kick(c);
+	rsx_kick(c);
 	return 0;
 }
 
@@ -1349,12 +1356,8 @@ void rsx_sock_ready_sync(struct rsx_sock *s)
 /* A thread asleep in rsx_sleep() may have lost its completions to us. */
 static void rsx_ready_kick(struct rsx_sock *s)
 {
-	struct rsx_conn *c = s->conn;
-	uint64_t kick = 1;
-
-	if (c && c->polling &&
-	    rsx_libc.write(c->kick_fd, &kick, sizeof(kick)) < 0)
-		rsx_dbg("kick: %s", strerror(errno));
+	if (s->conn)
+		rsx_kick(s->conn);
 }
 
 /* The watcher saw the completion channel (chan) or the TCP end fire. */
@@ -1476,15 +1479,6 @@ static void rsx_finish(struct rsx_sock *s, int fd, int timeout_ms)
 	}
 }
 
-/* Wakes the thread asleep in rsx_sleep() on c; s->lock held. */
-static void rsx_kick(struct rsx_conn *c)
-{
-	uint64_t kick = 1;
-
-	if (rsx_libc.write(c->kick_fd, &kick, sizeof(kick)) < 0)
-		rsx_dbg("kick: %s", strerror(errno));
-}
-
 int rsx_sock_shutdown(int fd, int how)
 {
 	struct rsx_sock *s = rsx_fd_get(fd);
@@ -1499,7 +1493,7 @@ int rsx_sock_shutdown(int fd, int how)
 		if ((how == SHUT_RD || how == SHUT_RDWR) && !s->rd_shut) {
 			s->rd_shut = 1;
 			/* a recv asleep on the connection returns 0, as on TCP */
-			if (upgraded && s->conn->polling)
+			if (upgraded)
 				rsx_kick(s->conn);
 		}
 		if ((how == SHUT_WR || how == SHUT_RDWR) && !s->wr_shut) {
@@ -1606,8 +1600,7 @@ void rsx_sock_orphan(struct rsx_sock *s, int fd)
 	s->orphan_fd = k;
 	rsx_dbg("fd %d: closed under a call, which goes on with fd %d", fd,
 		k);
-	if (s->conn->polling)
-		rsx_kick(s->conn);	/* to poll the duplicate */
+	rsx_kick(s->conn);	/* to poll the duplicate */
 out:
 	pthread_mutex_unlock(&s->lock);
 }

@@ -364,7 +364,7 @@ static int cmp_u64(const void *a, const void *b)
 
 static void run_pingpong(int fd)
 {
-	uint64_t *lat = calloc(pingpong, sizeof(*lat)), t, t0, c0;
+	uint64_t *lat, t, t0, c0;
 	uint8_t buf[64] = { 0 };
 	double ns_per_tick, sum = 0;
 	unsigned int i;
@@ -374,9 +374,11 @@ static void run_pingpong(int fd)
 			read_all(fd, buf, sizeof(buf));
 			write_all(fd, buf, sizeof(buf));
 		}
-		free(lat);
 		return;
 	}
+	lat = calloc(pingpong, sizeof(*lat));
+	if (!lat)
+		die("calloc");
 	t0 = now_ns();
 	c0 = ticks();
 	for (i = 0; i < pingpong; i++) {
