@@ -38,18 +38,20 @@ else
 	skip "iperf3 not installed"
 fi
 
-# nc.openbsd (poll() on both ends), 2 MB each way.  down: the server
+# nc.openbsd (poll() on both ends), 6 MB each way.  down: the server
 # speaks first; the client's HELLO arrives after the default 5 ms grace in
 # this VM (its QP setup is slow), so the server waits up to 2 s for it.
 if command -v nc.openbsd >/dev/null; then
 	for dir in up down; do
 		s=$(rxe_snap)
 		[ $dir = down ] && APP_SRV_ENV=RSOCKX_HELLO_GRACE_MS=2000
-		# up: more than the TCP buffers hold, so that the server reads
+		# More than the TCP buffers hold.  up: so that the server reads
 		# (and answers the HELLO) before nc has sent it all and shut
-		# down its side, which would keep TCP (librsockx(7), BUGS)
-		n=2000000
-		[ $dir = up ] && n=6000000
+		# down its side, which would keep TCP (librsockx(7), BUGS).
+		# down: so that some of it must wait for the client's CUTOVER;
+		# 2 MB all went over TCP once, in a slow run, before the
+		# client's nc had read the ACK.
+		n=6000000
 		check "nc-$dir: $n-byte file arrived intact" app_nc nc-$dir $dir $n
 		APP_SRV_ENV=
 		# nc writes at once: what it sent before the server's ACK came
