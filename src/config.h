@@ -19,6 +19,8 @@ enum rsx_action {
 	RSX_ACT_TCP = 0,	/* never upgrade */
 	RSX_ACT_PROBE,		/* ask the peer whether it runs rsockx */
 	RSX_ACT_RDMA,		/* the peer runs rsockx: negotiate at once */
+	RSX_ACT_OOB,		/* (no rule says it) TCP, counted, upgraded
+				   out of band once the probe says yes */
 };
 
 enum rsx_dir {
@@ -65,7 +67,12 @@ struct rsx_config {
 	int qp_timeout_ms;	/* RSOCKX_QP_TIMEOUT_MS: unanswered QP fails */
 	uint8_t qp_timeout;	/* its local ACK timeout exponent (qa.timeout) */
 	uint32_t max_qps;	/* RSOCKX_MAX_QPS: held at once, 0: no limit */
+	int oob;		/* RSOCKX_OOB: upgrades out of band (oob.h) */
+	int inband;		/* RSOCKX_INBAND: HELLO on TCP when known safe */
+	int oob_window_ms;	/* RSOCKX_OOB_WINDOW_MS: accepted, may upgrade */
+	int oob_timeout_ms;	/* RSOCKX_OOB_TIMEOUT_MS: a request's answer */
 	uint32_t test_qp_err_after; /* RSOCKX_TEST_QP_ERR_AFTER: test hook */
+	int test_probe_yes;	/* RSOCKX_TEST_PROBE_YES: test hook */
 	struct rsx_rules rules;
 	char error[256];	/* first error, "source:line: reason" */
 };

@@ -547,8 +547,10 @@ static int rsx_post_ctrl(struct rsx_conn *c, int type)
 		break;
 	case RSX_IMM_CUTOVER:
 		c->ctrl_out->cutover = c->tx_tcp;
+		c->ctrl_out->cutover_sum = c->tx_sum;
 		off = offsetof(struct rsx_ctrl, cutover);
-		len = sizeof(uint64_t);
+		len = c->oob ? offsetof(struct rsx_ctrl, pad) - off :
+			       sizeof(uint64_t);
 		break;
 	case RSX_IMM_DOWN:
 		c->ctrl_out->down_rx = c->rx_tail;
@@ -656,6 +658,7 @@ static void rsx_handle_recv(struct rsx_conn *c, uint32_t imm)
 		}
 		c->peer_cutover = 1;
 		c->rx_tcp_limit = n;
+		c->peer_sum = c->ctrl->cutover_sum;
 		break;
 	case RSX_IMM_FIN:
 		c->peer_fin = 1;

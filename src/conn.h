@@ -36,6 +36,15 @@
  * Every message consumes one posted receive: the peer's rq_depth is a window
  * of messages, returned with the CREDIT counters like bytes are.
  *
+ * After an out-of-band upgrade (oob.h) CUTOVER also carries cutover_sum,
+ * a 64-bit FNV-1a of the bytes the sender sent over TCP; the reader
+ * checks it against what it read before it takes the ring, and a server
+ * moves its own sends to the ring only once it holds.  The request that
+ * started the upgrade came from outside the TCP connection: this ties it
+ * to a party that knows the stream.  (The message writes the control
+ * area from cutover to cutover_sum; down_rx and down_tx in between are
+ * read only with a DOWNGRADE, which writes them anew.)
+ *
  * DOWNGRADE is the last message of a side that is about to lose its RDMA
  * resources (exec): it carries down_rx, the ring bytes its application has
  * read, and down_tx, the bytes it wrote into the peer's ring.  The peer
@@ -57,7 +66,8 @@ struct rsx_ctrl {
 	uint64_t cutover;	/* bytes the peer sent over TCP after the handshake */
 	uint64_t down_rx;	/* DOWNGRADE: our ring bytes the peer has read */
 	uint64_t down_tx;	/* DOWNGRADE: bytes the peer wrote into our ring */
-	uint64_t pad[3];
+	uint64_t cutover_sum;	/* out of band: FNV-1a of those cutover bytes */
+	uint64_t pad[2];
 };
 
 /* Callers serialise on the owning rsx_sock's lock. */
@@ -137,6 +147,11 @@ struct rsx_conn {
 	uint8_t down_sent;	/* we sent our DOWNGRADE: no more QP */
 	uint8_t down_shut;	/* our FIN went again, as TCP's shutdown */
 	uint8_t keep;		/* dropped at exec under a sleeper: never freed */
+	uint8_t oob;		/* upgraded out of band: CUTOVER proves */
+	uint8_t proved;		/* the peer's CUTOVER proof held */
+	uint64_t tx_sum;	/* FNV-1a of tx_tcp's bytes (oob) */
+	uint64_t rx_sum;	/* ... of rx_tcp's */
+	uint64_t peer_sum;	/* the peer's CUTOVER proof */
 	int err;		/* -errno once the connection broke */
 	/* the process's list of connections, for rsx_conn_port_down() */
 	struct rsx_conn *live_next, **live_pprev;

@@ -56,6 +56,10 @@ static void rsx_init_tunables(void)
 	c->probe_ttl_s = 60;
 	c->probe_neg_ttl_s = 5;
 	c->qp_timeout_ms = 500;
+	c->oob = 1;
+	c->inband = 1;
+	c->oob_window_ms = 3000;
+	c->oob_timeout_ms = 3000;
 	rsx_env_num("RSOCKX_RING_SIZE", RSX_RING_MIN, RSX_RING_MAX, 1,
 		    &c->ring_size, sizeof(c->ring_size));
 	rsx_env_num("RSOCKX_SPIN_US", 0, 1000000, 0, &c->spin_us,
@@ -75,11 +79,21 @@ static void rsx_init_tunables(void)
 	rsx_env_num("RSOCKX_QP_TIMEOUT_MS", 1, 3600000, 0, &c->qp_timeout_ms,
 		    sizeof(int));
 	c->qp_timeout = rsx_qp_timeout_exp(c->qp_timeout_ms);
+	rsx_env_num("RSOCKX_OOB", 0, 1, 0, &c->oob, sizeof(int));
+	rsx_env_num("RSOCKX_INBAND", 0, 1, 0, &c->inband, sizeof(int));
+	rsx_env_num("RSOCKX_OOB_WINDOW_MS", 0, 3600000, 0, &c->oob_window_ms,
+		    sizeof(int));
+	rsx_env_num("RSOCKX_OOB_TIMEOUT_MS", 100, 600000, 0,
+		    &c->oob_timeout_ms, sizeof(int));
 	rsx_env_num("RSOCKX_MAX_QPS", 0, UINT32_MAX, 0, &c->max_qps,
 		    sizeof(uint32_t));
 	/* fault tests: break each QP after it sent this many bytes */
 	rsx_env_num("RSOCKX_TEST_QP_ERR_AFTER", 1, UINT32_MAX, 0,
 		    &c->test_qp_err_after, sizeof(uint32_t));
+	/* hostile-peer tests: a server that cannot answer probes gets the
+	 * HELLO a rule says rdma for, as if its probe had said yes */
+	rsx_env_num("RSOCKX_TEST_PROBE_YES", 0, 1, 0, &c->test_probe_yes,
+		    sizeof(int));
 }
 
 /*

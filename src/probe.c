@@ -6,14 +6,18 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "board.h"
 #include "clock.h"
 #include "config.h"
 #include "guard.h"
 #include "libc.h"
+#include "fdtab.h"
 #include "log.h"
+#include "oob.h"
 #include "probe.h"
 #include "stats.h"
 #include "verbs.h"
@@ -23,6 +27,12 @@ static const uint8_t rsx_probe_mark[8] = { 'r', 's', 'o', 'c', 'k', 'x', 0,
 					   1 };
 
 #define RSX_PROBE_CACHE 256
+/*
+ * Connection requests the RDMA CM holds for the responder: out-of-band
+ * requests come one per new connection, and a crowd of them (a client
+ * opening hundreds at once) must not be dropped while the thread is busy.
+ */
+#define RSX_CM_BACKLOG 1024
 #define RSX_CM_TIMEOUT_MS 500
 #define RSX_IB_CM_REJ_CONSUMER 28
 
@@ -54,8 +64,23 @@ static pthread_mutex_t rsx_cm_busy = PTHREAD_MUTEX_INITIALIZER;
 static struct rsx_probe rsx_probes[RSX_PROBE_CACHE];
 static struct rsx_cm_ctx rsx_probe_ctx[RSX_PROBE_CACHE];
 static struct rsx_cm_ctx rsx_listener_ctx = { .listener = 1 };
+/*
+ * Responders whose listener the program closed.  A fork child may still
+ * accept on it (a pre-forked server whose master closes its copy), and a
+ * connection accepted just before (socat, nc -l: one connection, then the
+ * listener goes) may still be asked for out of band: such a responder
+ * answers the requests of young connections for RSOCKX_OOB_WINDOW_MS, and
+ * probes as long as the port still has a listener.
+ */
+#define RSX_ORPHANS 64
+static struct rsx_orphan {
+	struct rdma_cm_id *id;
+	int64_t until;		/* ms: requests of young connections */
+} rsx_orphans[RSX_ORPHANS];
+static struct rdma_cm_id *rsx_orphan_done;	/* to destroy after the event */
 static struct rdma_event_channel *rsx_cm_chan;
 static int rsx_cm_state;	/* 0 not tried, 1 running, -1 unavailable */
+static int rsx_cm_bell = -1;	/* eventfd: work for the thread (oob.h) */
 
 static void rsx_key(const struct sockaddr *sa, uint8_t addr[16],
 		    uint16_t *port, uint8_t *family)
@@ -101,6 +126,69 @@ static void rsx_probe_finish(struct rsx_probe *p, int answer)
 		rsx_rdma.destroy_id(id);
 }
 
+/* Does a TCP socket still listen on addr's port?  Binding it says. */
+static int rsx_port_listens(const struct sockaddr *addr)
+{
+	socklen_t len = addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) :
+			sizeof(struct sockaddr_in6);
+	int fd, one = 1, ret;
+
+	fd = rsx_libc.socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 1;	/* cannot tell: keep answering */
+	rsx_libc.setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	ret = rsx_libc.bind(fd, addr, len) && errno == EADDRINUSE;
+	rsx_libc.close(fd);
+	return ret;
+}
+
+/*
+ * A request to a responder whose program closed the listener: 0 when it
+ * is answered as usual (the port still listens, or it is an out-of-band
+ * request within the window), 1 when it is refused as by a port without
+ * rsockx; a responder past its time goes after this event.  Under
+ * rsx_cm_busy.
+ */
+static int rsx_orphan_refuses(struct rdma_cm_event *ev)
+{
+	const uint8_t *d = ev->param.conn.private_data;
+	struct rsx_orphan *o = NULL;
+	int i;
+
+	for (i = 0; i < RSX_ORPHANS && !o; i++)
+		if (rsx_orphans[i].id == ev->listen_id)
+			o = &rsx_orphans[i];
+	if (!o || rsx_port_listens(rdma_get_local_addr(ev->listen_id)))
+		return 0;
+	if (rsx_now_ms() < o->until)
+		return !d || ev->param.conn.private_data_len < RSX_OOB_MAGIC_LEN ||
+		       memcmp(d, rsx_oob_magic, RSX_OOB_MAGIC_LEN);
+	pthread_mutex_lock(&rsx_probe_lock);
+	o->id = NULL;
+	pthread_mutex_unlock(&rsx_probe_lock);
+	rsx_orphan_done = ev->listen_id;
+	return 1;
+}
+
+/* Orphans past their window whose port listens no more: gone. */
+static void rsx_orphans_expire(void)
+{
+	int64_t now = rsx_now_ms();
+	struct rdma_cm_id *id;
+	int i;
+
+	for (i = 0; i < RSX_ORPHANS; i++) {
+		id = rsx_orphans[i].id;
+		if (!id || now < rsx_orphans[i].until ||
+		    rsx_port_listens(rdma_get_local_addr(id)))
+			continue;
+		pthread_mutex_lock(&rsx_probe_lock);
+		rsx_orphans[i].id = NULL;
+		pthread_mutex_unlock(&rsx_probe_lock);
+		rsx_rdma.destroy_id(id);
+	}
+}
+
 /* Handles one event; returns a CM id to destroy once it is acknowledged. */
 static struct rdma_cm_id *rsx_cm_event(struct rdma_cm_event *ev)
 {
@@ -110,9 +198,18 @@ static struct rdma_cm_id *rsx_cm_event(struct rdma_cm_event *ev)
 	struct rsx_probe *p;
 	int ok;
 
+	if (ctx && rsx_oob_owns(ctx))
+		return rsx_oob_cm_event(ev);
 	if (ctx == &rsx_listener_ctx) {
 		if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST)
 			return NULL;
+		if (rsx_orphan_refuses(ev)) {
+			rsx_rdma.reject(ev->id, NULL, 0);	/* not rsockx */
+			return ev->id;
+		}
+		if (rsx_oob_cm_request(ev->id, ev->param.conn.private_data,
+				       ev->param.conn.private_data_len))
+			return NULL;	/* answered later (oob.c) */
 		/* the request has an id of its own: reject, then destroy */
 		rsx_rdma.reject(ev->id, rsx_probe_mark,
 				sizeof(rsx_probe_mark));
@@ -147,6 +244,7 @@ static struct rdma_cm_id *rsx_cm_event(struct rdma_cm_event *ev)
 		rsx_dbg("probe answered: %s (status %d)", ok ? "rsockx" : "no",
 			ev->status);
 		done = rsx_probe_done(p, ok ? RSX_PROBE_YES : RSX_PROBE_NO);
+		rsx_oob_rescan();	/* clients that waited for it */
 		break;
 	default:
 		/* errors, and a server that accepted: not rsockx */
@@ -172,35 +270,62 @@ static void rsx_probe_expire(void)
 
 static void *rsx_cm_thread(void *arg)
 {
-	struct pollfd pfd = { .fd = rsx_cm_chan->fd, .events = POLLIN };
+	struct pollfd pfd[2] = {
+		{ .fd = rsx_cm_chan->fd, .events = POLLIN },
+		{ .fd = rsx_cm_bell, .events = POLLIN },
+	};
 	struct rdma_cm_event *ev;
 	struct rdma_cm_id *done;
+	int more = 0;
+	uint64_t v;
 
 	(void)arg;
 	rsx_guard_enter();	/* all its calls go straight to libc */
 	for (;;) {
-		pfd.revents = 0;
-		rsx_libc.poll(&pfd, 1, 100);
+		pfd[0].revents = pfd[1].revents = 0;
+		rsx_libc.poll(pfd, 2, more ? 0 : 100);
+		if (pfd[1].revents)
+			while (rsx_libc.read(rsx_cm_bell, &v, sizeof(v)) > 0)
+				;
 		pthread_mutex_lock(&rsx_cm_busy);
-		if (pfd.revents && !rsx_rdma.get_cm_event(rsx_cm_chan, &ev)) {
+		if (pfd[0].revents && !rsx_rdma.get_cm_event(rsx_cm_chan, &ev)) {
 			done = rsx_cm_event(ev);
 			rsx_rdma.ack_cm_event(ev);
 			if (done)
 				rsx_rdma.destroy_id(done);
+			if (rsx_orphan_done)
+				rsx_rdma.destroy_id(rsx_orphan_done);
+			rsx_orphan_done = NULL;
 		}
 		rsx_probe_expire();
+		rsx_orphans_expire();
+		more = rsx_oob_tick();
 		pthread_mutex_unlock(&rsx_cm_busy);
 	}
 	return NULL;
+}
+
+/* Wakes the CM thread for work other threads left it (oob.c). */
+void rsx_cm_ring(void)
+{
+	uint64_t v = 1;
+
+	if (rsx_cm_bell >= 0 && rsx_libc.write(rsx_cm_bell, &v, sizeof(v)) < 0)
+		rsx_dbg("CM bell: %s", strerror(errno));
+}
+
+struct rdma_event_channel *rsx_cm_channel(void)
+{
+	return rsx_cm_chan;
 }
 
 /*
  * The CM event channel and its thread, once per process; only where an RDMA
  * CM device exists, so a host without RDMA loads nothing.
  */
-static int rsx_cm_start(void)
+int rsx_cm_start(void)
 {
-	int ret;
+	int ret, fd;
 
 	if (rsx_cm_state)
 		return rsx_cm_state > 0 ? 0 : -ENODEV;
@@ -214,8 +339,18 @@ static int rsx_cm_start(void)
 	rsx_guard_leave();
 	if (!rsx_cm_chan)
 		return -ENODEV;
-	ret = rsx_guard_thread(rsx_cm_thread);
+	fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (fd >= 0) {
+		rsx_cm_bell = rsx_fd_move_high(fd);
+		rsx_fd_set_private(rsx_cm_bell, NULL);
+	}
+	ret = fd < 0 ? -errno : rsx_guard_thread(rsx_cm_thread);
 	if (ret) {
+		if (rsx_cm_bell >= 0) {
+			rsx_fd_take(rsx_cm_bell);
+			rsx_libc.close(rsx_cm_bell);
+			rsx_cm_bell = -1;
+		}
 		rsx_rdma.destroy_event_channel(rsx_cm_chan);
 		rsx_cm_chan = NULL;
 		return ret;
@@ -266,6 +401,8 @@ int rsx_probe_lookup(const struct sockaddr *sa, socklen_t len)
 	    len < (sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) :
 		   sizeof(struct sockaddr_in6)))
 		return RSX_PROBE_NO;
+	if (unlikely(rsx_config.test_probe_yes))
+		return RSX_PROBE_YES;
 	rsx_key(sa, addr, &port, &family);
 	pthread_mutex_lock(&rsx_probe_lock);
 	p = rsx_probe_slot(addr, port, family, now);
@@ -296,7 +433,8 @@ int rsx_probe_lookup(const struct sockaddr *sa, socklen_t len)
 		/* no RDMA device routes there: known at once */
 		rsx_probe_finish(p, RSX_PROBE_NO);
 	} else {
-		p->expires = now + rsx_config.probe_timeout_ms;
+		/* from now: loading the libraries may have taken a while */
+		p->expires = rsx_now_ms() + rsx_config.probe_timeout_ms;
 		rsx_stat_inc(RSX_STAT_probes_sent);
 	}
 	rsx_guard_leave();
@@ -304,6 +442,73 @@ int rsx_probe_lookup(const struct sockaddr *sa, socklen_t len)
 out:
 	pthread_mutex_unlock(&rsx_probe_lock);
 	return answer;
+}
+
+/*
+ * An out-of-band request to sa was answered by rsockx (oob.c): that is a
+ * probe's yes too, for the connections that come next (a probe of its own
+ * may have timed out on a slow fabric, or found the listener closed).
+ */
+void rsx_probe_learn(const struct sockaddr *sa, socklen_t len)
+{
+	int64_t now = rsx_now_ms();
+	struct rsx_probe *p;
+	uint8_t addr[16], family;
+	uint16_t port;
+
+	if ((sa->sa_family != AF_INET && sa->sa_family != AF_INET6) ||
+	    len < (sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) :
+		   sizeof(struct sockaddr_in6)))
+		return;
+	rsx_key(sa, addr, &port, &family);
+	pthread_mutex_lock(&rsx_probe_lock);
+	p = rsx_probe_slot(addr, port, family, now);
+	if (p && !p->id) {
+		p->answer = RSX_PROBE_YES;
+		p->expires = now + 1000 * rsx_config.probe_ttl_s;
+	}
+	pthread_mutex_unlock(&rsx_probe_lock);
+}
+
+/*
+ * The first send of a client whose rules say rdma: the probe's answer is
+ * waited for (at most its timeout), so that a server known to run rsockx
+ * gets the HELLO from the first byte and one that does not never gets it.
+ */
+int rsx_probe_wait(const struct sockaddr *sa, socklen_t len)
+{
+	int64_t until = rsx_now_ms() + rsx_config.probe_timeout_ms;
+	int answer;
+
+	while ((answer = rsx_probe_lookup(sa, len)) == RSX_PROBE_UNKNOWN &&
+	       rsx_cm_state > 0 && rsx_now_ms() < until)
+		usleep(1000);
+	return answer;
+}
+
+/* A new listener on an orphan's address: the orphan gives way. */
+static void rsx_orphans_reclaim(const struct sockaddr_storage *ss)
+{
+	uint8_t a[16], b[16];
+	uint16_t pa, pb;
+	int i;
+
+	if (rsx_oob_addr(ss, a, &pa))
+		return;
+	pthread_mutex_lock(&rsx_cm_busy);
+	for (i = 0; i < RSX_ORPHANS; i++) {
+		if (!rsx_orphans[i].id ||
+		    rsx_oob_addr(rdma_get_local_addr(rsx_orphans[i].id), b,
+				 &pb) || pa != pb || memcmp(a, b, 16))
+			continue;
+		rsx_guard_enter();
+		rsx_rdma.destroy_id(rsx_orphans[i].id);
+		rsx_guard_leave();
+		pthread_mutex_lock(&rsx_probe_lock);
+		rsx_orphans[i].id = NULL;
+		pthread_mutex_unlock(&rsx_probe_lock);
+	}
+	pthread_mutex_unlock(&rsx_cm_busy);
 }
 
 /* A tracked socket listens: answer probes on its address and port. */
@@ -315,6 +520,7 @@ void rsx_probe_listen(struct rsx_sock *s, int fd)
 
 	if (rsx_libc.getsockname(fd, (struct sockaddr *)&ss, &len))
 		return;
+	rsx_orphans_reclaim(&ss);
 	pthread_mutex_lock(&rsx_probe_lock);
 	if (s->probe_id || rsx_cm_start())
 		goto out;
@@ -323,7 +529,7 @@ void rsx_probe_listen(struct rsx_sock *s, int fd)
 			       RDMA_PS_TCP))
 		goto out_guard;
 	if (rsx_rdma.bind_addr(id, (struct sockaddr *)&ss) ||
-	    rsx_rdma.listen(id, 64)) {
+	    rsx_rdma.listen(id, RSX_CM_BACKLOG)) {
 		/* e.g. another process of the same port answers already */
 		rsx_dbg("fd %d: probe responder not started: %s", fd,
 			strerror(errno));
@@ -331,6 +537,10 @@ void rsx_probe_listen(struct rsx_sock *s, int fd)
 		goto out_guard;
 	}
 	s->probe_id = id;
+	s->probed = 1;
+	/* for the requests of connections a forked worker accepts */
+	if (rsx_board_create(rsx_cm_bell))
+		rsx_dbg("fd %d: no board for the family", fd);
 	rsx_dbg("fd %d: answering probes", fd);
 out_guard:
 	rsx_guard_leave();
@@ -338,9 +548,26 @@ out:
 	pthread_mutex_unlock(&rsx_probe_lock);
 }
 
-/* The listener is gone: its port must stop saying "rsockx here". */
+/*
+ * The listener is gone: its port must stop saying "rsockx here" once
+ * nothing listens there any more (rsx_orphans).
+ */
 void rsx_probe_unlisten(struct rsx_sock *s)
 {
+	int i;
+
+	if (!s->probe_id)
+		return;
+	/* its fork children, its young connections: see rsx_orphans */
+	pthread_mutex_lock(&rsx_probe_lock);
+	for (i = 0; i < RSX_ORPHANS && rsx_orphans[i].id; i++)
+		;
+	if (i < RSX_ORPHANS) {
+		rsx_orphans[i].id = s->probe_id;
+		rsx_orphans[i].until = rsx_now_ms() + rsx_config.oob_window_ms;
+		s->probe_id = NULL;
+	}
+	pthread_mutex_unlock(&rsx_probe_lock);
 	if (!s->probe_id)
 		return;
 	rsx_guard_enter();
@@ -369,6 +596,14 @@ void rsx_probe_fork_child(void)
 	pthread_mutex_init(&rsx_probe_lock, NULL);
 	rsx_cm_state = 0;
 	rsx_cm_chan = NULL;
+	memset(rsx_orphans, 0, sizeof(rsx_orphans));	/* the parent's */
+	/* the parent's bell stays open where the board rings it */
+	if (rsx_cm_bell >= 0 && !rsx_board_have()) {
+		rsx_fd_take(rsx_cm_bell);
+		rsx_libc.close(rsx_cm_bell);
+	}
+	rsx_cm_bell = -1;
+	rsx_oob_fork_child();
 	for (i = 0; i < RSX_PROBE_CACHE; i++) {
 		if (rsx_probes[i].id) {
 			rsx_probes[i].id = NULL;

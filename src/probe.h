@@ -4,6 +4,8 @@
 
 #include <sys/socket.h>
 
+struct rdma_event_channel;
+
 #include "sock.h"
 
 /*
@@ -18,7 +20,8 @@
  * with status 8 (invalid service ID: nothing listens) or any failure means
  * no.  Answers are cached per destination, positive and negative, with a
  * time to live.  One background thread per process serves the CM events of
- * both, only once an RDMA CM device exists.
+ * both, only once an RDMA CM device exists, and those of the out-of-band
+ * upgrade (oob.h), whose requests come to the same responder.
  */
 enum rsx_probe_answer {
 	RSX_PROBE_UNKNOWN = 0,	/* asked, no answer yet (or not askable) */
@@ -27,6 +30,12 @@ enum rsx_probe_answer {
 };
 
 int rsx_probe_lookup(const struct sockaddr *sa, socklen_t len);
+int rsx_probe_wait(const struct sockaddr *sa, socklen_t len);
+void rsx_probe_learn(const struct sockaddr *sa, socklen_t len);
+/* The CM thread, for oob.c: started (0) or -ENODEV, its channel, its bell. */
+int rsx_cm_start(void);
+struct rdma_event_channel *rsx_cm_channel(void);
+void rsx_cm_ring(void);
 void rsx_probe_listen(struct rsx_sock *s, int fd);
 void rsx_probe_unlisten(struct rsx_sock *s);
 void rsx_probe_fork_prepare(void);

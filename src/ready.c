@@ -21,6 +21,7 @@
 #include "libc.h"
 #include "log.h"
 #include "ready.h"
+#include "upgrade.h"
 #include "sig.h"
 #include "stats.h"
 
@@ -676,12 +677,16 @@ out:
 	return ret;
 }
 
-/* The stand-in of fd for a poll, or -1: wait on fd itself. */
-static int rsx_poll_fd(int fd)
+/*
+ * The stand-in of fd for a poll, or -1: wait on fd itself.  A socket that
+ * may move out of band counts the wait instead (*gen set, oob.h).
+ */
+static int rsx_poll_fd(int fd, uint32_t *gen, uint8_t *counted)
 {
 	struct rsx_sock *s = rsx_fd_peek(fd);
 	int x = -1;
 
+	*counted = 0;
 	if (likely(!s) || s->kind != RSX_SOCK_TCP ||
 	    !atomic_load_explicit(&s->mode, memory_order_relaxed))
 		return -1;
@@ -695,6 +700,9 @@ static int rsx_poll_fd(int fd)
 			rsx_sock_ready_sync(s);
 		if (!rsx_sock_ready_wanted(s))
 			x = -1;		/* the answer said TCP meanwhile */
+	} else if (rsx_sock_poll_begin(s)) {
+		*gen = s->gen;
+		*counted = 1;
 	}
 	pthread_mutex_unlock(&s->lock);
 	rsx_sock_put(s);
@@ -704,6 +712,8 @@ static int rsx_poll_fd(int fd)
 int rsx_poll_enter(struct pollfd *fds, nfds_t nfds, struct rsx_poll_save *sv)
 {
 	struct rsx_poll_ent *more;
+	uint8_t counted;
+	uint32_t gen = 0;
 	nfds_t i;
 	int x;
 
@@ -715,12 +725,14 @@ int rsx_poll_enter(struct pollfd *fds, nfds_t nfds, struct rsx_poll_save *sv)
 	    rsx_guarded())
 		return 0;
 	for (i = 0; i < nfds; i++) {
-		x = rsx_poll_fd(fds[i].fd);
-		if (x < 0)
+		x = rsx_poll_fd(fds[i].fd, &gen, &counted);
+		if (x < 0 && !counted)
 			continue;
 		if (sv->n == sv->cap) {
 			more = malloc(2 * sv->cap * sizeof(*more));
 			if (!more) {
+				if (counted)
+					rsx_sock_poll_done(fds[i].fd, gen);
 				rsx_poll_leave(fds, sv);
 				return -ENOMEM;
 			}
@@ -732,8 +744,11 @@ int rsx_poll_enter(struct pollfd *fds, nfds_t nfds, struct rsx_poll_save *sv)
 		}
 		sv->ent[sv->n].idx = i;
 		sv->ent[sv->n].fd = fds[i].fd;
+		sv->ent[sv->n].gen = gen;
+		sv->ent[sv->n].counted = counted;
 		sv->n++;
-		fds[i].fd = x;
+		if (x >= 0)
+			fds[i].fd = x;
 	}
 	return sv->n;
 }
@@ -742,8 +757,11 @@ void rsx_poll_leave(struct pollfd *fds, struct rsx_poll_save *sv)
 {
 	unsigned int i;
 
-	for (i = 0; i < sv->n; i++)
+	for (i = 0; i < sv->n; i++) {
 		fds[sv->ent[i].idx].fd = sv->ent[i].fd;
+		if (sv->ent[i].counted)
+			rsx_sock_poll_done(sv->ent[i].fd, sv->ent[i].gen);
+	}
 	if (sv->ent != sv->local)
 		free(sv->ent);
 	sv->n = 0;
@@ -767,7 +785,9 @@ int rsx_select_needs(int nfds, const fd_set *r, const fd_set *w,
 		s = rsx_fd_peek(fd);
 		if (s && s->kind == RSX_SOCK_TCP &&
 		    (s->state == RSX_ST_UPGRADED ||
-		     s->state == RSX_ST_CLIENT_HELLO))
+		     s->state == RSX_ST_CLIENT_HELLO ||
+		     rsx_state_counted(s->state) ||
+		     (s->oob_ok && s->state != RSX_ST_TCP)))
 			return 1;
 	}
 	return 0;

@@ -77,6 +77,8 @@ int rsx_ready_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
 struct rsx_poll_ent {
 	unsigned int idx;
 	int fd;
+	uint32_t gen;	/* counted as a poller of fd's socket (oob.h) */
+	uint8_t counted;
 };
 struct rsx_poll_save {
 	unsigned int n;

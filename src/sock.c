@@ -3,6 +3,7 @@
 
 #include "conn.h"
 #include "fdtab.h"
+#include "oob.h"
 #include "pool.h"
 #include "probe.h"
 #include "ready.h"
@@ -12,6 +13,8 @@
 
 static struct rsx_pool rsx_sock_pool;
 _Atomic int rsx_engine_socks;
+_Atomic int rsx_client_waits;
+static _Atomic uint32_t rsx_sock_gen;
 
 int rsx_sock_pool_init(uint32_t max)
 {
@@ -43,6 +46,22 @@ struct rsx_sock *rsx_sock_new(int kind, int family, int role)
 	s->rdy_retired = NULL;
 	s->nepreg = 0;
 	s->orphan_fd = -1;
+	s->oob_ok = 0;
+	s->shared = 0;
+	s->inband_try = 0;
+	s->probed = 0;
+	s->board_seen = 0;
+	s->peer_port = 0;
+	s->local_port = 0;
+	s->oob_until = 0;
+	s->tcp_tx = 0;
+	s->tcp_rx = 0;
+	s->tx_sum = s->rx_sum = RSX_SUM_INIT;
+	atomic_store(&s->pollers, 0);
+	s->gen = atomic_fetch_add(&rsx_sock_gen, 1);
+	s->oob = NULL;
+	s->wake_fd = -1;
+	s->wake_users = 0;
 	pthread_mutex_init(&s->lock, NULL);
 	/* Published last: a racing rsx_sock_tryget() sees 0 until then. */
 	atomic_store_explicit(&s->ref, 1, memory_order_release);
@@ -86,6 +105,13 @@ void rsx_sock_put(struct rsx_sock *s)
 		rsx_conn_destroy(s->conn);
 		s->conn = NULL;
 	}
+	rsx_oob_sock_free(s);
+	if (s->state == RSX_ST_CLIENT_WAIT)
+		atomic_fetch_sub(&rsx_client_waits, 1);
+	/* it ended before its probe (or its request, one too) answered */
+	if (s->state == RSX_ST_CLIENT_WAIT || s->state == RSX_ST_CLIENT_OOB)
+		rsx_stat_inc(RSX_STAT_fallback_probe);
+	s->state = RSX_ST_TCP;
 	if (atomic_exchange(&s->mode, 0))
 		atomic_fetch_sub(&rsx_engine_socks, 1);
 	rsx_stats_conn_close(s);
@@ -102,6 +128,9 @@ void rsx_sock_set_state(struct rsx_sock *s, int state)
 {
 	uint8_t mode = state != RSX_ST_TCP;
 
+	if ((s->state == RSX_ST_CLIENT_WAIT) != (state == RSX_ST_CLIENT_WAIT))
+		atomic_fetch_add(&rsx_client_waits,
+				 state == RSX_ST_CLIENT_WAIT ? 1 : -1);
 	s->state = state;
 	rsx_stats_conn_state(s, state);
 	if (atomic_exchange(&s->mode, mode) != mode)

@@ -40,10 +40,28 @@ enum rsx_state {
 	RSX_ST_SERVER_STRIP,	/* application spoke first: drop a HELLO */
 	RSX_ST_UPGRADED,	/* conn exists (TCP until the cut-over) */
 	RSX_ST_FORKED,		/* upgraded in the parent of this fork child */
+	/*
+	 * Out of band (oob.h): TCP, every byte counted, every call
+	 * non-blocking under the lock, so that the connection can move to a
+	 * QP at any moment, byte-exact.
+	 */
+	RSX_ST_CLIENT_WAIT,	/* the probe is out: rsockx at the server? */
+	RSX_ST_CLIENT_OOB,	/* our request is out (s->conn made) */
+	RSX_ST_SERVER_WAIT,	/* accepted: a request may come (oob_until) */
 };
+
+/* FNV-1a's starting value, for the sums of counted bytes (conn.h). */
+#define RSX_SUM_INIT 0xcbf29ce484222325ull
+
+/* The states in which bytes are counted for an out-of-band upgrade. */
+static inline int rsx_state_counted(int state)
+{
+	return state >= RSX_ST_CLIENT_WAIT;
+}
 
 struct rsx_conn;
 struct rsx_ready;
+struct rsx_oob_pend;
 
 /*
  * A registration of the socket in one of the program's epoll sets, as the
@@ -87,6 +105,28 @@ struct rsx_sock {
 	 * on with (rsx_sock_orphan()), under lock; -1: none.
 	 */
 	int orphan_fd;
+
+	/* out of band (oob.h), under lock unless said */
+	uint8_t oob_ok;		/* a request for it may come (server) */
+	uint8_t shared;		/* forked: another process has it too */
+	uint8_t probed;		/* listener: the family answers its probes */
+	uint8_t inband_try;	/* rules say rdma: the first send may HELLO;
+				   2 while it waits for the probe */
+	uint16_t peer_port;	/* network order */
+	uint16_t local_port;	/* network order */
+	uint8_t peer_addr[16];	/* IPv4 as ::ffff:a.b.c.d */
+	uint8_t local_addr[16];
+	int64_t oob_until;	/* ms: SERVER_WAIT ends (TCP for good) */
+	uint64_t tcp_tx;	/* application bytes sent on TCP so far */
+	uint64_t tcp_rx;	/* ... received */
+	uint64_t tx_sum;	/* FNV-1a of tcp_tx's bytes (conn.h) */
+	uint64_t rx_sum;	/* ... of tcp_rx's */
+	_Atomic uint32_t pollers; /* threads in poll/select on the TCP fd */
+	uint32_t gen;		/* tells this socket from a later one */
+	uint32_t board_seen;	/* the board's news seen (board.h) */
+	struct rsx_oob_pend *oob; /* an answer the program's thread applies */
+	int wake_fd;		/* eventfd: wakes sleepers without a conn */
+	uint16_t wake_users;	/* ... that sleep on it now */
 };
 
 void rsx_sock_set_state(struct rsx_sock *s, int state);
@@ -94,6 +134,9 @@ void rsx_sock_set_state(struct rsx_sock *s, int state);
 /* Sockets in the engine's hands (mode 1): while there are none, the
  * readiness wrappers need not look at their descriptors at all. */
 extern _Atomic int rsx_engine_socks;
+/* Sockets in CLIENT_WAIT: while there are none, the CM thread need not
+ * look for them. */
+extern _Atomic int rsx_client_waits;
 
 int rsx_sock_pool_init(uint32_t max);
 struct rsx_sock *rsx_sock_new(int kind, int family, int role);

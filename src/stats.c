@@ -18,7 +18,8 @@ _Atomic uint64_t *_Atomic rsx_stats = rsx_stats_private;
 _Atomic int rsx_stats_pub = RSX_PUB_OFF;
 
 /* The region names states and roles by the numbers of sock.h. */
-_Static_assert(RSX_ST_TCP == 0 && RSX_ST_UPGRADED == 5 && RSX_ST_FORKED == 6,
+_Static_assert(RSX_ST_TCP == 0 && RSX_ST_UPGRADED == 5 && RSX_ST_FORKED == 6 &&
+	       RSX_ST_SERVER_WAIT == 9,
 	       "RSX_SHM_CONN_STATES follows enum rsx_state");
 _Static_assert(RSX_ROLE_CONNECTOR == 2 && RSX_ROLE_ACCEPTED == 3,
 	       "RSX_SHM_CONN_ROLES follows enum rsx_sock_role");

@@ -53,7 +53,7 @@
 	X(spin_waits)		/* poll/select/epoll waits that spun first */ \
 	X(spin_wakes)		/* ... and found an event while spinning */ \
 	X(ready_backstops)	/* CQs the watcher armed, left unarmed */ \
-	X(fallback_probe)	/* stayed TCP: probe said no or not yet */ \
+	X(fallback_probe)	/* stayed TCP: probe said no (or ended first) */ \
 	X(probes_sent) X(probe_yes) X(probe_no)				\
 	X(probes_answered)	/* responder: probes rejected as rsockx */ \
 	X(exec_downgraded)	/* upgraded sockets back on TCP for exec */ \
@@ -66,7 +66,16 @@
 	X(ring_grants)		/* REMOTE_WRITE MRs, one per ring */	\
 	X(ring_revoked)		/* ... deregistered at close */		\
 	X(port_down_breaks)	/* connections broken: their port went down */ \
-	X(fallback_qp_limit)	/* stayed TCP: RSOCKX_MAX_QPS QPs were held */
+	X(fallback_qp_limit)	/* stayed TCP: RSOCKX_MAX_QPS QPs were held */ \
+	X(oob_sent)		/* client: out-of-band requests sent */	\
+	X(oob_acked)		/* ... answered with ACK */		\
+	X(oob_naked)		/* ... answered NAK, or no answer */	\
+	X(oob_received)		/* server: out-of-band requests in */	\
+	X(oob_answered)		/* ... answered with ACK */		\
+	X(oob_refused)		/* ... answered with NAK */		\
+	X(oob_deferred)		/* answers left to the program's thread */ \
+	X(midstream_upgrades)	/* connections upgraded out of band */	\
+	X(fallback_oob)		/* stayed TCP: out-of-band upgrade failed */
 
 enum rsx_stat {
 #define RSX_STAT_ENUM(name) RSX_STAT_##name,

@@ -86,7 +86,8 @@ struct rsx_shm_hdr {
 /* State of a connection: enum rsx_state of sock.h, by number. */
 #define RSX_SHM_CONN_STATES						\
 	{ "tcp", "client-new", "client-hello", "server-new",		\
-	  "server-strip", "upgraded", "forked" }
+	  "server-strip", "upgraded", "forked", "client-wait",		\
+	  "client-oob", "server-wait" }
 /* Role: enum rsx_sock_role of sock.h, by number. */
 #define RSX_SHM_CONN_ROLES { "none", "listener", "connect", "accept" }
 

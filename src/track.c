@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "dev.h"
+#include "oob.h"
 #include "probe.h"
 #include "fdtab.h"
 #include "init.h"
@@ -99,6 +100,7 @@ void rsx_on_accept(int lfd, int fd, int flags)
 		return;
 	rsx_stats_conn_open(s, fd, s->family, RSX_ROLE_ACCEPTED, s->state);
 	rsx_sock_accepted(s);
+	rsx_oob_accepted(s, fd, l);
 }
 
 void rsx_on_setfl(int fd, int flags)
@@ -150,6 +152,7 @@ void rsx_on_connect_prepare(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	struct rsx_sock *s = rsx_fd_peek(fd);
 	const struct rsx_rule *r;
+	int answer;
 
 	if (!s || s->kind != RSX_SOCK_TCP || !sa || !rsx_config.valid)
 		return;
@@ -157,13 +160,36 @@ void rsx_on_connect_prepare(int fd, const struct sockaddr *sa, socklen_t len)
 				    len, rsx_config.default_action, &r);
 	rsx_dbg("fd %d connect: action %d (%s %u)", fd, s->action,
 		r ? "rule at line" : "default", r ? r->line : 0);
-	if (s->action == RSX_ACT_PROBE) {
-		/* the first connection to a destination stays TCP while the
-		 * probe asks; later ones use the cached answer */
-		if (rsx_probe_lookup(sa, len) == RSX_PROBE_YES)
-			s->action = RSX_ACT_RDMA;
-		else
-			rsx_stat_inc(RSX_STAT_fallback_probe);
+	if (s->action == RSX_ACT_TCP)
+		return;
+	/*
+	 * A HELLO goes into the stream only to a server known to run rsockx
+	 * (the probe's answer).  Without an answer yet, the connection starts
+	 * on TCP and moves out of band once the answer comes (oob.h); where
+	 * the rules say rdma, its first send waits for the answer,
+	 * and a HELLO still leads the stream when it is yes.
+	 */
+	answer = rsx_probe_lookup(sa, len);
+	s->inband_try = s->action == RSX_ACT_RDMA && rsx_config.inband;
+	if (answer == RSX_PROBE_NO) {
+		s->action = RSX_ACT_TCP;
+		/* no RDMA CM device at all: nothing could have answered */
+		rsx_stat_inc(rsx_cm_start() == -ENODEV ? RSX_STAT_fallback_nodev :
+			     RSX_STAT_fallback_probe);
+		return;
+	}
+	if (answer == RSX_PROBE_YES && (rsx_config.inband || !rsx_config.oob))
+		s->action = RSX_ACT_RDMA;
+	else if (rsx_config.oob)
+		s->action = RSX_ACT_OOB;
+	else {
+		s->action = RSX_ACT_TCP;
+		rsx_stat_inc(RSX_STAT_fallback_probe);
+		return;
+	}
+	if (rsx_oob_addr(sa, s->peer_addr, &s->peer_port)) {
+		s->action = RSX_ACT_TCP;
+		return;
 	}
 	if (s->action == RSX_ACT_RDMA)
 		rsx_dev_prepare();
@@ -353,6 +379,7 @@ void rsx_on_fork_prepare(void)
 void rsx_on_fork_parent(void)
 {
 	rsx_sig_fork_done();
+	rsx_fork_parent_sockets();	/* before the CM thread goes on */
 	rsx_probe_fork_parent();
 }
 

@@ -17,6 +17,10 @@
  *   never writes to a QP that may not be in RTR yet), then sends its own
  *   CUTOVER(n) and moves to the ring.  If its application sends before any
  *   HELLO arrived, the connection stays TCP and a late HELLO is dropped.
+ * Out of band (oob.h), for connections that started before the client knew
+ *   the server runs rsockx: TCP in a counted state (every byte through
+ *   rsx_counted_io), until a request over RDMA CM gets the QPs connected;
+ *   then the same cut-over, n counted from the connection's start.
  * Both:
  *   a reader takes exactly n bytes from TCP after the handshake, n from the
  *   peer's CUTOVER, then reads the ring.  Once both directions use the ring
@@ -32,11 +36,13 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <linux/sockios.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "board.h"
 #include "clock.h"
 #include "config.h"
 #include "conn.h"
@@ -45,11 +51,13 @@
 #include "guard.h"
 #include "libc.h"
 #include "log.h"
+#include "oob.h"
 #include "probe.h"
 #include "ready.h"
 #include "sig.h"
 #include "stats.h"
 #include "upgrade.h"
+#include "upgrade-int.h"
 
 #define RSX_IOV_SLICE 64
 
@@ -85,8 +93,36 @@ static int rsx_iov_slice(const struct iovec *iov, int iovcnt, size_t skip,
 	return n;
 }
 
-static ssize_t rsx_tcp_io(int fd, const struct iovec *iov, int iovcnt,
-			  size_t skip, size_t len, int flags, int send)
+/*
+ * FNV-1a (64 bits) of n bytes of iov from skip on: the proof an
+ * out-of-band cut-over carries (conn.h), over the bytes that went by TCP.
+ */
+uint64_t rsx_sum_iov(uint64_t h, const struct iovec *iov, int iovcnt,
+		     size_t skip, size_t n)
+{
+	const uint8_t *p;
+	size_t k;
+	int i;
+
+	for (i = 0; i < iovcnt && n; i++) {
+		if (skip >= iov[i].iov_len) {
+			skip -= iov[i].iov_len;
+			continue;
+		}
+		p = (const uint8_t *)iov[i].iov_base + skip;
+		k = iov[i].iov_len - skip;
+		if (k > n)
+			k = n;
+		n -= k;
+		skip = 0;
+		while (k--)
+			h = (h ^ *p++) * 0x100000001b3ull;
+	}
+	return h;
+}
+
+ssize_t rsx_tcp_io(int fd, const struct iovec *iov, int iovcnt, size_t skip,
+		   size_t len, int flags, int send)
 {
 	struct iovec part[RSX_IOV_SLICE];
 	struct msghdr mh = { 0 };
@@ -100,7 +136,6 @@ static ssize_t rsx_tcp_io(int fd, const struct iovec *iov, int iovcnt,
 }
 
 static void rsx_peer_closed(struct rsx_sock *s);
-static void rsx_ready_upgraded(struct rsx_sock *s);
 
 /*
  * SO_RCVTIMEO / SO_SNDTIMEO of the call in progress on this thread: read
@@ -134,7 +169,7 @@ static inline int rsx_sfd(const struct rsx_sock *s, int fd)
  * took in, a descriptor that changed.  Under s->lock, which the sleeper
  * takes to set and clear c->polling.
  */
-static void rsx_kick(struct rsx_conn *c)
+void rsx_kick(struct rsx_conn *c)
 {
 	uint64_t kick = 1;
 
@@ -189,8 +224,8 @@ static int rsx_intr(int timeout, const sigset_t *mask,
  * back after a spin, rsx_guard_signals) the sleep takes that mask.  seen:
  * the handlers counted before the spin, NULL without one.
  */
-static int rsx_sleep(struct rsx_sock *s, int fd, short events,
-		     const sigset_t *mask, const struct rsx_sig_seen *seen)
+int rsx_sleep(struct rsx_sock *s, int fd, short events, const sigset_t *mask,
+	      const struct rsx_sig_seen *seen)
 {
 	struct rsx_conn *c = s->conn;
 	struct rsx_sig_seen now;
@@ -229,9 +264,18 @@ static int rsx_sleep(struct rsx_sock *s, int fd, short events,
 		pfd[0].fd = fd;
 		pfd[0].events = events;
 		pfd[0].revents = 0;
+		/* an out-of-band upgrade wakes us (never read: it comes once) */
+		pfd[1].fd = rsx_wake_fd(s);
+		pfd[1].events = POLLIN;
+		pfd[1].revents = 0;
+		s->wake_users++;
 		pthread_mutex_unlock(&s->lock);
-		ret = rsx_libc.poll(pfd, 1, timeout);
+		ret = rsx_libc.poll(pfd, pfd[1].fd >= 0 ? 2 : 1, timeout);
 		pthread_mutex_lock(&s->lock);
+		s->wake_users--;
+		rsx_wake_close(s);
+		if (ret > 0 && pfd[1].revents && !pfd[0].revents)
+			return 0;
 		if (ret < 0)
 			return errno == EINTR ? rsx_intr(timeout, NULL, seen) :
 						0;
@@ -373,12 +417,16 @@ static int rsx_tcp_send_msg(int fd, const uint8_t *buf, size_t len,
 	return 0;
 }
 
-static void rsx_to_tcp(struct rsx_sock *s, enum rsx_stat reason)
+void rsx_to_tcp(struct rsx_sock *s, enum rsx_stat reason)
 {
 	struct rsx_conn *c = s->conn;
 
 	rsx_ready_off(s, 1);
 	s->conn = NULL;
+	if (unlikely(s->oob)) {
+		rsx_oob_drop(s->oob);
+		s->oob = NULL;
+	}
 	if (c && (c->polling || c->waiters)) {
 		/* another thread sleeps on it (a reader while a writer took
 		 * the HELLO's answer): the last one out frees it (rsx_sleep) */
@@ -390,9 +438,10 @@ static void rsx_to_tcp(struct rsx_sock *s, enum rsx_stat reason)
 	if (reason != RSX_STAT_COUNT)
 		rsx_stat_inc(reason);
 	rsx_sock_set_state(s, RSX_ST_TCP);
+	rsx_wake_close(s);
 }
 
-static int rsx_local_addr(int fd, struct sockaddr_storage *ss)
+int rsx_local_addr(int fd, struct sockaddr_storage *ss)
 {
 	socklen_t len = sizeof(*ss);
 
@@ -402,7 +451,7 @@ static int rsx_local_addr(int fd, struct sockaddr_storage *ss)
 }
 
 /* CLIENT_NEW: resources, then HELLO as the first bytes of the stream. */
-static int rsx_client_start(struct rsx_sock *s, int fd, int nonblock)
+int rsx_client_start(struct rsx_sock *s, int fd, int nonblock)
 {
 	uint8_t buf[RSX_WIRE_LEN];
 	struct sockaddr_storage ss;
@@ -624,6 +673,8 @@ static void rsx_server_answer(struct rsx_sock *s, int fd,
 	rsx_info("fd %d: upgraded (server), QP %u", fd, s->conn->qp->qp_num);
 	rsx_sock_set_state(s, RSX_ST_UPGRADED);
 	rsx_ready_upgraded(s);
+	/* a reader asleep on TCP alone: the client's bytes may come by ring */
+	rsx_wake_sleepers(s);
 	return;
 
 nak:
@@ -634,6 +685,18 @@ nak:
 		       RSX_STAT_fallback_resources;
 	rsx_to_tcp(s, stat);
 	rsx_server_nak(fd, hello->nonce, reason);
+}
+
+/*
+ * No HELLO at the start of an accepted stream: plain TCP, unless the client
+ * may still ask out of band (oob.h) while the connection is young.
+ */
+static void rsx_server_settle(struct rsx_sock *s)
+{
+	if (s->oob_ok && !s->shared && rsx_now_ms() < s->oob_until)
+		rsx_sock_set_state(s, RSX_ST_SERVER_WAIT);
+	else
+		rsx_to_tcp(s, RSX_STAT_COUNT);
 }
 
 /* SERVER_NEW / SERVER_STRIP: look for a HELLO at the start of the stream. */
@@ -654,7 +717,7 @@ static int rsx_server_detect(struct rsx_sock *s, int fd)
 		return 0;
 	}
 	if (ret == 0 || h.type != RSX_MSG_HELLO) {
-		rsx_to_tcp(s, RSX_STAT_COUNT);
+		rsx_server_settle(s);
 		return 0;
 	}
 	rsx_consume_msg(fd);
@@ -712,6 +775,33 @@ static int rsx_rx_from_tcp(const struct rsx_conn *c)
 }
 
 /*
+ * After an out-of-band upgrade, the peer's CUTOVER proves that it sent the
+ * TCP bytes we read (conn.h).  1 once it did; a proof that fails breaks
+ * the connection, never a stream that goes on with someone else's bytes.
+ */
+static int rsx_proved(struct rsx_conn *c)
+{
+	if (!c->oob || c->proved)
+		return 1;
+	if (!c->peer_cutover || c->rx_tcp != (uint64_t)c->rx_tcp_limit)
+		return 0;
+	if (c->rx_sum != c->peer_sum) {
+		rsx_conn_fail(c, -ECONNRESET,
+			      "CUTOVER does not prove the TCP bytes");
+		return 0;
+	}
+	c->proved = 1;
+	return 1;
+}
+
+/* All the peer's TCP bytes are read: its ring is next. */
+static void rsx_rx_switch(struct rsx_conn *c)
+{
+	rsx_proved(c);
+	c->rx_ring = 1;
+}
+
+/*
  * Completions in, and the server's side of the cut-over: it moves its sends
  * to the ring once the client's CUTOVER proved the client QP ready.  After
  * the peer's DOWNGRADE, what it has to get again goes out as TCP takes it.
@@ -725,7 +815,8 @@ static void rsx_progress(struct rsx_sock *s, int fd)
 	rsx_conn_poll(c);
 	if (c->peer_down)
 		rsx_resend(s, fd);
-	else if (c->peer_cutover && !c->tx_ring && !s->wr_shut && !c->err)
+	else if (c->peer_cutover && !c->tx_ring && !s->wr_shut && !c->err &&
+		 rsx_proved(c))
 		rsx_conn_cutover(c);
 }
 
@@ -914,7 +1005,7 @@ static ssize_t rsx_up_recv(struct rsx_sock *s, int fd, const struct iovec *iov,
 		if (rsx_rx_from_tcp(c)) {
 			if (!c->rx_ring && c->rx_tcp_limit >= 0 &&
 			    c->rx_tcp == (uint64_t)c->rx_tcp_limit) {
-				c->rx_ring = 1;
+				rsx_rx_switch(c);
 				continue;
 			}
 			want = len - got;
@@ -926,6 +1017,10 @@ static ssize_t rsx_up_recv(struct rsx_sock *s, int fd, const struct iovec *iov,
 			if (n > 0) {
 				if (!peek) {
 					c->rx_tcp += n;
+					if (c->oob)
+						c->rx_sum = rsx_sum_iov(
+							c->rx_sum, iov, iovcnt,
+							got, n);
 					rsx_stat_add(RSX_STAT_tcp_rx_bytes, n);
 				}
 				got += n;
@@ -938,7 +1033,7 @@ static ssize_t rsx_up_recv(struct rsx_sock *s, int fd, const struct iovec *iov,
 				rsx_conn_poll(c);
 				if (!c->rx_ring && c->rx_tcp_limit >= 0 &&
 				    c->rx_tcp == (uint64_t)c->rx_tcp_limit) {
-					c->rx_ring = 1;
+					rsx_rx_switch(c);
 					c->tcp_eof = 1;
 					continue;
 				}
@@ -990,6 +1085,9 @@ static ssize_t rsx_tcp_send_now(struct rsx_sock *s, int fd,
 
 	if (n > 0 && s->conn) {
 		s->conn->tx_tcp += n;
+		if (s->conn->oob)
+			s->conn->tx_sum = rsx_sum_iov(s->conn->tx_sum, iov,
+						      iovcnt, sent, n);
 		rsx_stat_add(RSX_STAT_tcp_tx_bytes, n);
 	}
 	return n;
@@ -1204,7 +1302,7 @@ static ssize_t rsx_sock_io(int fd, const struct iovec *iov, int iovcnt,
 			   int flags, int send)
 {
 	struct rsx_sock *s = rsx_fd_get(fd);
-	size_t len = rsx_iov_len(iov, iovcnt);
+	size_t len = rsx_iov_len(iov, iovcnt), done = 0;
 	int nonblock;
 	ssize_t ret;
 
@@ -1213,6 +1311,11 @@ static ssize_t rsx_sock_io(int fd, const struct iovec *iov, int iovcnt,
 	rsx_call_begin(send ? SO_SNDTIMEO : SO_RCVTIMEO);
 	nonblock = rsx_is_nonblock(s, flags);
 	pthread_mutex_lock(&s->lock);
+	if (unlikely(s->oob_ok) && rsx_counts(s))
+		rsx_board_check(s, fd);
+	if (unlikely(s->oob) && !atomic_load(&s->pollers))
+		rsx_oob_apply(s, fd);
+again:
 	/* an upgraded socket has nothing left to negotiate */
 	ret = 0;
 	while (s->state != RSX_ST_UPGRADED) {
@@ -1230,10 +1333,18 @@ static ssize_t rsx_sock_io(int fd, const struct iovec *iov, int iovcnt,
 		ret = rsx_stale(s, fd);
 	if (ret)
 		goto out;
+	if (done && !send && s->state != RSX_ST_UPGRADED) {
+		ret = done;	/* the data path changed under a recv */
+		goto out;
+	}
 	switch (s->state) {
 	case RSX_ST_UPGRADED:
+		if (done && !send) {
+			ret = done;
+			break;
+		}
 		ret = send ? rsx_up_send(s, fd, iov, iovcnt, len, flags,
-					 nonblock, 0) :
+					 nonblock, done) :
 			     rsx_up_recv(s, fd, iov, iovcnt, len, flags, nonblock);
 		break;
 	case RSX_ST_FORKED:
@@ -1247,8 +1358,16 @@ static ssize_t rsx_sock_io(int fd, const struct iovec *iov, int iovcnt,
 		}
 		/* fall through */
 	default:
+		if (rsx_counts(s)) {
+			ret = rsx_counted_io(s, fd, iov, iovcnt, len, flags,
+					     nonblock, send, &done);
+			if (ret == -ERESTART)
+				goto again;
+			break;
+		}
 		pthread_mutex_unlock(&s->lock);
-		ret = rsx_tcp_io(fd, iov, iovcnt, 0, len, flags, send);
+		ret = done ? (ssize_t)done : rsx_tcp_io(fd, iov, iovcnt, 0, len,
+							 flags, send);
 		if (ret == -ENOTSOCK || ret == -EBADF)
 			ret = rsx_stale(s, fd);
 		rsx_sock_put(s);
@@ -1285,6 +1404,7 @@ static void rsx_ready_state(struct rsx_sock *s, struct rsx_ready_state *st)
 {
 	struct rsx_conn *c = s->conn;
 	struct pollfd pfd = { .fd = s->rdy->tcp, .events = POLLOUT };
+	uint64_t avail;
 	int tcp = 0;
 
 	st->hup = c->err != 0;
@@ -1292,11 +1412,19 @@ static void rsx_ready_state(struct rsx_sock *s, struct rsx_ready_state *st)
 		    (c->tcp_eof && (!c->peer_cutover || c->peer_down));
 	if (!rsx_rx_from_tcp(c) ||
 	    (!c->rx_ring && c->rx_tcp_limit >= 0 &&
-	     c->rx_tcp == (uint64_t)c->rx_tcp_limit))
+	     c->rx_tcp == (uint64_t)c->rx_tcp_limit)) {
 		st->in = rsx_conn_readable(c) >= rsx_lowat(s, s->rdy->tcp);
-	else
-		st->in = !rsx_libc.ioctl(s->rdy->tcp, FIONREAD, &tcp) &&
-			 tcp > 0 && (size_t)tcp >= rsx_lowat(s, s->rdy->tcp);
+	} else if (!rsx_libc.ioctl(s->rdy->tcp, FIONREAD, &tcp) && tcp > 0) {
+		avail = tcp;
+		/* the peer's last TCP bytes are in: its ring's count too */
+		if (c->rx_tcp_limit >= 0 && !c->peer_down &&
+		    avail >= (uint64_t)c->rx_tcp_limit - c->rx_tcp)
+			avail = c->rx_tcp_limit - c->rx_tcp +
+				rsx_conn_readable(c);
+		st->in = avail >= rsx_lowat(s, s->rdy->tcp);
+	} else {
+		st->in = 0;
+	}
 	st->in |= st->rdhup;
 	if (c->peer_down)	/* our sends are TCP's again */
 		st->out = st->hup || s->wr_shut ||
@@ -1416,7 +1544,7 @@ int rsx_sock_ready_spin(struct rsx_sock *s)
 }
 
 /* Just upgraded: epoll registrations move to the stand-in. */
-static void rsx_ready_upgraded(struct rsx_sock *s)
+void rsx_ready_upgraded(struct rsx_sock *s)
 {
 	if (!s->rdy)
 		return;
@@ -1751,7 +1879,17 @@ void rsx_fork_child_sockets(void)
 			continue;
 		pthread_mutex_init(&s->lock, NULL);
 		s->spinners = 0;	/* threads of the parent's */
+		s->pollers = 0;
+		s->wake_users = 0;
 		s->probe_id = NULL;	/* the parent's responder */
+		/* two processes have it: counting in one proves nothing */
+		s->shared = 1;
+		free(s->oob);		/* a request of the parent's CM id */
+		s->oob = NULL;
+		if (rsx_state_counted(s->state)) {
+			s->conn = NULL;	/* the parent's, left alone */
+			rsx_sock_set_state(s, RSX_ST_TCP);
+		}
 		/* the parent's stand-in (the watcher table is reset) */
 		rsx_ready_off(s, 0);
 		if (!s->conn)
@@ -1759,6 +1897,29 @@ void rsx_fork_child_sockets(void)
 		s->conn = NULL;	/* the child's copy is left alone */
 		rsx_sock_set_state(s, RSX_ST_FORKED);
 		rsx_stat_inc(RSX_STAT_fallback_fork);
+	}
+}
+
+/*
+ * The parent of a fork: its sockets are the child's too, so bytes counted
+ * here no longer tell where a stream stands; those that waited for an
+ * out-of-band upgrade stay TCP.  The CM thread is held (fork prepare).
+ */
+void rsx_fork_parent_sockets(void)
+{
+	unsigned int fd, hw = rsx_fdtab_hiwater();
+	struct rsx_sock *s;
+
+	for (fd = 0; fd < hw; fd++) {
+		s = rsx_fd_peek(fd);
+		if (!s || s->kind != RSX_SOCK_TCP || !rsx_sock_tryget(s))
+			continue;
+		pthread_mutex_lock(&s->lock);
+		s->shared = 1;
+		if (rsx_state_counted(s->state))
+			rsx_to_tcp(s, RSX_STAT_fallback_fork);
+		pthread_mutex_unlock(&s->lock);
+		rsx_sock_put(s);
 	}
 }
 
@@ -1774,6 +1935,11 @@ void rsx_sock_connected(struct rsx_sock *s, int fd, int action,
 	pthread_mutex_lock(&s->lock);
 	if (s->state == RSX_ST_TCP && action == RSX_ACT_RDMA)
 		rsx_sock_set_state(s, RSX_ST_CLIENT_NEW);
+	if (s->state == RSX_ST_TCP && action == RSX_ACT_OOB) {
+		/* counted from here on; the CM thread asks once it can */
+		rsx_sock_set_state(s, RSX_ST_CLIENT_WAIT);
+		rsx_oob_rescan();
+	}
 	/* also when a non-blocking connect() turns out done (SO_ERROR) */
 	if (s->state == RSX_ST_CLIENT_NEW && connected)
 		rsx_client_start(s, fd, 1);

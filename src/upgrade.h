@@ -2,6 +2,7 @@
 #ifndef RSX_UPGRADE_H
 #define RSX_UPGRADE_H
 
+#include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -29,5 +30,21 @@ void rsx_exit_flush(void);
 int rsx_sock_exec_downgrade(struct rsx_sock *s, int fd);
 void rsx_sock_rcvlowat(int fd, int val);
 void rsx_fork_child_sockets(void);
+void rsx_fork_parent_sockets(void);
+
+/* Out of band (oob.h). */
+struct rsx_oob_pend;
+struct rsx_hello;
+struct sockaddr_storage;
+void rsx_sock_oob_request(struct rsx_sock *s, int fd,
+			  struct rsx_oob_pend *p);
+void rsx_sock_oob_answer(struct rsx_sock *s, int fd, struct rsx_oob_pend *p,
+			 uint64_t nonce, int why);
+int rsx_sock_oob_start(struct rsx_sock *s, int fd, int yes,
+		       struct rsx_hello *h, struct sockaddr_storage *src,
+		       struct sockaddr_storage *dst, uint16_t *port);
+int rsx_sock_oob_dst(const struct rsx_sock *s, struct sockaddr_storage *ss);
+int rsx_sock_poll_begin(struct rsx_sock *s);
+void rsx_sock_poll_done(int fd, uint32_t gen);
 
 #endif

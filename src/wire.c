@@ -15,6 +15,8 @@ const uint8_t rsx_wire_magic[RSX_WIRE_MAGIC_LEN] = {
 	0xd5, 'R', 'S', 'X', 0x0d, 0x0a, 0x1a, 0x0a,
 };
 
+const uint8_t rsx_oob_magic[RSX_OOB_MAGIC_LEN] = { 0xd5, 'R', 'X', 'Q' };
+
 uint32_t rsx_crc32c(const void *buf, size_t len)
 {
 	const uint8_t *p = buf;
@@ -59,6 +61,73 @@ void rsx_wire_encode(const struct rsx_hello *h, uint8_t out[RSX_WIRE_LEN])
 	put32(out + 68, rsx_crc32c(out, 68));
 }
 
+/* Fields both message kinds carry, checked alike. */
+static int rsx_hello_check(const struct rsx_hello *h)
+{
+	if (!h->qpn || h->qpn > 0xffffff || h->psn > 0xffffff)
+		return -EINVAL;
+	if (h->mtu < 1 || h->mtu > 5)	/* IBV_MTU_256 .. IBV_MTU_4096 */
+		return -EINVAL;
+	if (h->rq_depth < RSX_WIRE_RQ_MIN || h->rq_depth > RSX_WIRE_RQ_MAX)
+		return -EINVAL;
+	if (h->ring_size < RSX_RING_MIN || h->ring_size > RSX_RING_MAX ||
+	    (h->ring_size & (h->ring_size - 1)))
+		return -EINVAL;
+	if (!h->ring_addr || h->ring_addr + h->ring_size + RSX_CTRL_SIZE <
+	    h->ring_addr)
+		return -EINVAL;
+	return 0;
+}
+
+void rsx_oob_req_encode(const struct rsx_hello *h, uint16_t tcp_port,
+			uint8_t out[RSX_OOB_REQ_LEN])
+{
+	memset(out, 0, RSX_OOB_REQ_LEN);
+	memcpy(out, rsx_oob_magic, RSX_OOB_MAGIC_LEN);
+	out[4] = RSX_WIRE_VERSION;
+	out[5] = h->mtu;
+	put16(out + 6, tcp_port);
+	put64(out + 8, h->nonce);
+	put32(out + 16, h->qpn);
+	put32(out + 20, h->psn);
+	memcpy(out + 24, h->gid, 16);
+	put64(out + 40, h->ring_addr);
+	put32(out + 48, h->rkey);
+	out[52] = (uint8_t)__builtin_ctz(h->ring_size);
+	put16(out + 54, h->rq_depth);
+}
+
+/*
+ * 0: a valid request in h (type HELLO) and *tcp_port.  -EPROTO: not a
+ * request of ours.  -EINVAL: ours, but a field is not acceptable; h->nonce
+ * and h->version are set, for the NAK.
+ */
+int rsx_oob_req_decode(const uint8_t *buf, size_t len, struct rsx_hello *h,
+		       uint16_t *tcp_port)
+{
+	if (len < RSX_OOB_REQ_LEN || memcmp(buf, rsx_oob_magic,
+					    RSX_OOB_MAGIC_LEN))
+		return -EPROTO;
+	memset(h, 0, sizeof(*h));
+	h->type = RSX_MSG_HELLO;
+	h->version = buf[4];
+	h->nonce = get64(buf + 8);
+	if (h->version != RSX_WIRE_VERSION || buf[53] || buf[52] > 31)
+		return -EINVAL;
+	h->mtu = buf[5];
+	*tcp_port = get16(buf + 6);
+	h->qpn = get32(buf + 16);
+	h->psn = get32(buf + 20);
+	memcpy(h->gid, buf + 24, 16);
+	h->ring_addr = get64(buf + 40);
+	h->rkey = get32(buf + 48);
+	h->ring_size = 1u << buf[52];
+	h->rq_depth = get16(buf + 54);
+	if (!*tcp_port)
+		return -EINVAL;
+	return rsx_hello_check(h);
+}
+
 /*
  * 0: a complete, valid message in h.
  * -EAGAIN: fewer than RSX_WIRE_LEN bytes, and those are a possible start of
@@ -100,19 +169,9 @@ int rsx_wire_decode(const uint8_t *buf, size_t len, struct rsx_hello *h)
 	h->ring_size = get32(buf + 52);
 	h->ring_addr = get64(buf + 56);
 	h->rkey = get32(buf + 64);
-	if (h->reason || !h->qpn || h->qpn > 0xffffff || h->psn > 0xffffff)
+	if (h->reason)
 		return -EINVAL;
-	if (h->mtu < 1 || h->mtu > 5)	/* IBV_MTU_256 .. IBV_MTU_4096 */
-		return -EINVAL;
-	if (h->rq_depth < RSX_WIRE_RQ_MIN || h->rq_depth > RSX_WIRE_RQ_MAX)
-		return -EINVAL;
-	if (h->ring_size < RSX_RING_MIN || h->ring_size > RSX_RING_MAX ||
-	    (h->ring_size & (h->ring_size - 1)))
-		return -EINVAL;
-	if (!h->ring_addr || h->ring_addr + h->ring_size + RSX_CTRL_SIZE <
-	    h->ring_addr)
-		return -EINVAL;
-	return 0;
+	return rsx_hello_check(h);
 }
 
 const char *rsx_nak_str(int reason)
@@ -125,6 +184,8 @@ const char *rsx_nak_str(int reason)
 		[RSX_NAK_VERSION] = "server speaks another version",
 		[RSX_NAK_INTERNAL] = "server internal error",
 		[RSX_NAK_EVENTED] = "server socket in too many epoll sets",
+		[RSX_NAK_NOTFOUND] = "server has no such connection",
+		[RSX_NAK_STATE] = "server connection cannot move now",
 	};
 
 	return reason >= 0 && reason < RSX_NAK_MAX ? s[reason] : "unknown";

@@ -65,6 +65,8 @@ enum rsx_nak {
 	RSX_NAK_VERSION,	/* the server speaks another version */
 	RSX_NAK_INTERNAL,
 	RSX_NAK_EVENTED,	/* the server socket is in too many epoll sets */
+	RSX_NAK_NOTFOUND,	/* out of band: no such connection here */
+	RSX_NAK_STATE,		/* out of band: the connection cannot move now */
 	RSX_NAK_MAX,
 };
 
@@ -84,7 +86,40 @@ struct rsx_hello {
 	uint8_t gid[16];
 };
 
+/*
+ * The out-of-band request (oob.h): the private data of an RDMA CM
+ * connection request that a client sends to the port of its TCP
+ * connection's server.  The request's own addresses give the client's IP
+ * address and the server's address and port; tcp_port completes the TCP
+ * connection's 4-tuple.  The server answers with a reject whose private
+ * data is an ACK or NAK in the layout above (it fits: a reject carries up
+ * to 148 bytes, a request only 56).  Integers big-endian:
+ *
+ *   0  magic[4]  D5 'R' 'X' 'Q'
+ *   4  u8  version
+ *   5  u8  mtu     enum ibv_mtu of the client's port
+ *   6  u16 tcp_port  the client's TCP source port
+ *   8  u64 nonce   echoed by the answer
+ *  16  u32 qpn     (24 bits)
+ *  20  u32 psn     (24 bits)
+ *  24  u8  gid[16]
+ *  40  u64 ring_addr
+ *  48  u32 rkey
+ *  52  u8  ring_log2  ring size = 1 << ring_log2
+ *  53  u8  0
+ *  54  u16 rq_depth
+ *  56
+ */
+#define RSX_OOB_REQ_LEN		56
+#define RSX_OOB_MAGIC_LEN	4
+
+extern const uint8_t rsx_oob_magic[RSX_OOB_MAGIC_LEN];
+
 uint32_t rsx_crc32c(const void *buf, size_t len);
+void rsx_oob_req_encode(const struct rsx_hello *h, uint16_t tcp_port,
+			uint8_t out[RSX_OOB_REQ_LEN]);
+int rsx_oob_req_decode(const uint8_t *buf, size_t len, struct rsx_hello *h,
+		       uint16_t *tcp_port);
 void rsx_wire_encode(const struct rsx_hello *h, uint8_t out[RSX_WIRE_LEN]);
 int rsx_wire_decode(const uint8_t *buf, size_t len, struct rsx_hello *h);
 const char *rsx_nak_str(int reason);

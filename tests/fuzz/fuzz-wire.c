@@ -14,6 +14,11 @@
  *  - an accepted HELLO or ACK satisfies every range the QP set-up relies on,
  *    and encodes back to the very same 72 bytes; an accepted NAK carries a
  *    known reason and survives encode/decode.
+ *
+ * The same input is also taken as the private data of an out-of-band
+ * request (oob.h), which a client on the fabric sends to any port that
+ * answers probes: accepted only whole, with the same ranges as a HELLO and
+ * a TCP port, and encoding back to the same 56 bytes.
  */
 #include <endian.h>
 #include <errno.h>
@@ -121,6 +126,38 @@ static void check_one(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(rsx_nak_str(-1) != NULL);
 }
 
+static void check_oob(const uint8_t *data, size_t size)
+{
+	struct rsx_hello h, back;
+	uint8_t out[RSX_OOB_REQ_LEN];
+	uint16_t port, port2;
+	int ret;
+
+	ret = rsx_oob_req_decode(data, size, &h, &port);
+	FUZZ_ASSERT(ret == 0 || ret == -EPROTO || ret == -EINVAL);
+	if (size < RSX_OOB_REQ_LEN ||
+	    memcmp(data, rsx_oob_magic, RSX_OOB_MAGIC_LEN))
+		FUZZ_ASSERT(ret == -EPROTO);
+	if (ret == -EINVAL)
+		FUZZ_ASSERT(h.nonce == be64toh(get_u64(data + 8)));
+	if (ret)
+		return;
+	FUZZ_ASSERT(h.type == RSX_MSG_HELLO && port != 0);
+	FUZZ_ASSERT(h.qpn && h.qpn <= 0xffffff && h.psn <= 0xffffff);
+	FUZZ_ASSERT(h.mtu >= 1 && h.mtu <= 5);
+	FUZZ_ASSERT(h.rq_depth >= RSX_WIRE_RQ_MIN &&
+		    h.rq_depth <= RSX_WIRE_RQ_MAX);
+	FUZZ_ASSERT(h.ring_size >= RSX_RING_MIN &&
+		    h.ring_size <= RSX_RING_MAX &&
+		    !(h.ring_size & (h.ring_size - 1)));
+	FUZZ_ASSERT(h.ring_addr &&
+		    h.ring_addr + h.ring_size + RSX_CTRL_SIZE > h.ring_addr);
+	rsx_oob_req_encode(&h, port, out);
+	FUZZ_ASSERT(!memcmp(out, data, RSX_OOB_REQ_LEN));
+	FUZZ_ASSERT(rsx_oob_req_decode(out, sizeof(out), &back, &port2) == 0);
+	FUZZ_ASSERT(!memcmp(&back, &h, sizeof(back)) && port2 == port);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	uint8_t *fixed;
@@ -129,6 +166,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!size)
 		return 0;	/* the callers never decode an empty read */
 	check_one(data, size);
+	check_oob(data, size);
+	if (size >= RSX_OOB_REQ_LEN) {
+		fixed = malloc(size);
+		if (!fixed)
+			abort();
+		memcpy(fixed, data, size);
+		memcpy(fixed, rsx_oob_magic, RSX_OOB_MAGIC_LEN);
+		check_oob(fixed, size);
+		free(fixed);
+	}
 	/*
 	 * Random bytes almost never carry the right CRC-32C, which leaves the
 	 * field checks behind it unexplored: decode the input once more with

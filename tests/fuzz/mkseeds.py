@@ -38,8 +38,21 @@ def nak(reason, nonce=0x1122334455667788):
                ring=0, addr=0, rkey=0, gid=bytes(16))
 
 
+def oob_req(nonce=0x1122334455667788, qpn=0x11, psn=0x123456, mtu=3,
+            port=40000, addr=0x7f1234560000, rkey=0x1234, ring_log2=18,
+            rq=128, version=1, gid=bytes(10) + b'\xff\xff' +
+            bytes([192, 168, 77, 1])):
+    b = bytes([0xd5, ord('R'), ord('X'), ord('Q'), version, mtu])
+    b += struct.pack('>HQII', port, nonce, qpn, psn) + gid
+    return b + struct.pack('>QIBBH', addr, rkey, ring_log2, 0, rq)
+
+
 def wire_seeds():
     s = {
+        'oob-req': oob_req(),
+        'oob-req-port0': oob_req(port=0),
+        'oob-req-ring64': oob_req(ring_log2=64),
+        'oob-req-short': oob_req()[:40],
         'hello': msg(1),
         'ack': msg(2, qpn=0x22, ring=1 << 12, mtu=1, rq=128),
         'hello-max': msg(1, qpn=0xffffff, psn=0xffffff, mtu=5, rq=16384,
@@ -53,7 +66,7 @@ def wire_seeds():
         'http': b'GET / HTTP/1.1\r\nHost: x\r\n\r\n',
         'tls': bytes([0x16, 0x03, 0x01, 0x00, 0xa5, 0x01, 0x00, 0x00, 0xa1]),
     }
-    for r in range(1, 7):
+    for r in range(1, 9):
         s['nak-%d' % r] = nak(r)
     return s
 

@@ -9,6 +9,9 @@
 #   rsockx     both under librsockx: the client's rules say rdma, the server
 #              has no rules (RSOCKX_CONF=); counters in $tmpdir/LABEL.sstats
 #              and $tmpdir/LABEL.cstats (all processes of each side)
+#   probe      both under librsockx with no configuration at all (no rules,
+#              RSOCKX_CONF= on both ends): the client probes, as a program
+#              run under rsockx by hand would; counters as for rsockx
 #   rspreload  both under librspreload
 # Each app_* function runs one server on B and its client(s) on A (bound to
 # $HOST_A where the program allows it), verifies the program's own output,
@@ -25,11 +28,13 @@ printf 'rdma connect * *\n' >"$tmpdir/rdma.conf"
 app_env() {
 	APP_ENV=()
 	case $APPS_MODE in
-	rsockx)
+	rsockx|probe)
 		APP_ENV=(LD_PRELOAD="$RSOCKX_PRELOAD")
 		if [ "$1" = s ]; then
 			# shellcheck disable=SC2206 # words on purpose
 			APP_ENV+=(RSOCKX_CONF= RSOCKX_STATS_FILE="$tmpdir/$2.sstats" ${APP_SRV_ENV:-})
+		elif [ "$APPS_MODE" = probe ]; then
+			APP_ENV+=(RSOCKX_CONF= RSOCKX_STATS_FILE="$tmpdir/$2.cstats")
 		else
 			APP_ENV+=(RSOCKX_CONF="$tmpdir/rdma.conf" RSOCKX_STATS_FILE="$tmpdir/$2.cstats")
 		fi ;;
@@ -63,12 +68,15 @@ app_cli() {
 }
 
 # app_wait PORT: the server listens (an RDMA CM listener for librspreload).
+# probe: and answers probes; its responder starts after the real listen()
+# (the RDMA libraries load then, ~0.5 s here), and a client that asked
+# before would be told no (and the no cached).
 app_wait() {
-	if [ "$APPS_MODE" = rspreload ]; then
-		wait_cm_listen "$1" 50 || wait_listen "$1" 20
-	else
-		wait_listen "$1"
-	fi
+	case $APPS_MODE in
+	rspreload) wait_cm_listen "$1" 50 || wait_listen "$1" 20 ;;
+	probe) wait_listen "$1" && wait_cm_listen "$1" 50 ;;
+	*) wait_listen "$1" ;;
+	esac
 }
 
 # app_stop [SIGNAL] [SECONDS]: stop the server with SIGNAL (default INT) so

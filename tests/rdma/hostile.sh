@@ -46,6 +46,7 @@ for name in $("$PYTHON" "$py" scenarios rsx-server); do
 	HOSTILE_DELAY=$delay timeout 60 env LD_PRELOAD="$RSOCKX_PRELOAD" \
 		RSOCKX_LOG=info \
 		RSOCKX_CONF="$tmpdir/rdma.conf" RSOCKX_STATS_FILE="$d/stats" \
+		RSOCKX_TEST_PROBE_YES=1 \
 		"$PYTHON" "$py" victim-client "$(cat "$d/port")" "$d/recv" \
 		$HOST_B $HOST_A >"$d/victim.out" 2>&1
 	vrc=$?

@@ -73,3 +73,21 @@ stayed_tcp() {
 		[ "$(stat_of "$out.sstats" rdma_rx_bytes)" = 0 ] &&
 		[ "$(stat_of "$out.cstats" rdma_rx_bytes)" = 0 ]
 }
+
+# pace FILE CHUNK MS: FILE on stdout, CHUNK bytes at a time with MS
+# milliseconds between them: a sender slow enough that an upgrade decided
+# during the transfer (a probe's answer, then an RDMA CM round trip) still
+# finds much of it unsent.  Run it without the library, feeding the
+# program under test.
+pace() {
+	"$PYTHON" -c 'import sys, time
+f, n, ms = open(sys.argv[1], "rb"), int(sys.argv[2]), int(sys.argv[3])
+out = sys.stdout.buffer
+while True:
+    b = f.read(n)
+    if not b:
+        break
+    out.write(b)
+    out.flush()
+    time.sleep(ms / 1000)' "$@"
+}

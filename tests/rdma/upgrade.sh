@@ -93,12 +93,18 @@ fi
 # the server sends at once: TCP, unless the client's HELLO is in within
 # RSOCKX_HELLO_GRACE_MS (5 ms), which a fast QP setup sometimes makes
 case_ server-speaks-first either "$SRV" "$CLI" $HOST_B $HOST_A -f
-case_ rules-say-tcp tcp "$SRV" "RSOCKX_CONF=" $HOST_B $HOST_A -n 500000
+printf 'tcp connect * *\n' >"$tmpdir/tcp.conf"
+case_ rules-say-tcp tcp "$SRV" "RSOCKX_CONF=$tmpdir/tcp.conf" $HOST_B $HOST_A -n 500000
 case_ plain-client tcp "$SRV" - $HOST_B $HOST_A -n 500000
+# A server whose rules keep its connections on TCP answers no probe and
+# no request: the client's rule says try, and it does not even send a
+# HELLO (it would reach the server's program as data if it were not
+# rsockx).
 printf 'tcp accept * *\n' >"$tmpdir/deny.conf"
-case_ server-nak tcp "RSOCKX_CONF=$tmpdir/deny.conf" "$CLI" $HOST_B $HOST_A -n 500000
-check "server-nak: the client got a NAK" \
-	test "$(stat_of $tmpdir/server-nak.cstats nak_received)" = 1
+case_ server-refuses tcp "RSOCKX_CONF=$tmpdir/deny.conf" "$CLI" $HOST_B $HOST_A -n 500000
+check "server-refuses: no HELLO sent, told no rsockx (hello_sent=$(stat_of $tmpdir/server-refuses.cstats hello_sent), fallback_probe=$(stat_of $tmpdir/server-refuses.cstats fallback_probe))" \
+	test "$(stat_of $tmpdir/server-refuses.cstats hello_sent)" = 0 -a \
+	"$(stat_of $tmpdir/server-refuses.cstats fallback_probe)" = 1
 
 # unbound client: B to B, which rxe1 serves as loopback
 s=$(rxe_snap)

@@ -37,6 +37,12 @@
  *               keep a writer from handing all its bytes to TCP before
  *               the answer to its HELLO can come back (loopback's
  *               autotuning grows them to megabytes)
+ *     -D USEC   pause USEC microseconds after each piece sent, so that a
+ *               stream lasts long enough to move onto a queue pair in
+ *               its middle (out-of-band upgrade tests)
+ *     -C        (client, with -r) time each connection from socket() to
+ *               the end of close(), and print the connections per second
+ *               and the percentiles of that time
  *     -k        tolerate the stream ending early (fault tests): the
  *               bytes that came must still be the right ones; then print
  *               "rsx-stream: cut ..." with the bytes sent and received
@@ -64,7 +70,7 @@
 #endif
 
 static uint64_t nbytes = 1 << 20, tput_bytes;
-static unsigned int maxpiece = 65536, seed = 1, pingpong;
+static unsigned int maxpiece = 65536, seed = 1, pingpong, pace_us;
 static int server_first, halfclose, unread, dir_c2s = 1, dir_s2c = 1;
 static int is_server, repeat = 1, accept_wait_ms, keepgoing, sockbuf;
 
@@ -250,6 +256,8 @@ static void *sender(void *arg)
 			}
 		}
 		left -= n;
+		if (pace_us && left)
+			usleep(pace_us);
 	}
 	if (halfclose && shutdown(sd->fd, SHUT_WR))
 		sd->err = "shutdown", sd->end_errno = errno;
@@ -411,6 +419,22 @@ static void run_pingpong(int fd)
 	free(lat);
 }
 
+/* -C: each connection's time from socket() to the end of close(). */
+static void print_conn_stats(uint64_t *ns, unsigned int n, uint64_t all)
+{
+	uint64_t sum = 0;
+	unsigned int i;
+
+	qsort(ns, n, sizeof(*ns), cmp_u64);
+	for (i = 0; i < n; i++)
+		sum += ns[i];
+	printf("rsx-stream: ok connect conns=%u conns_per_s=%.1f p50_us=%.1f "
+	       "p90_us=%.1f p99_us=%.1f avg_us=%.1f\n", n, n * 1e9 / all,
+	       ns[n / 2] / 1e3, ns[n * 9 / 10] / 1e3, ns[n * 99 / 100] / 1e3,
+	       sum / 1e3 / n);
+	free(ns);
+}
+
 static void run_tput(int fd)
 {
 	size_t sz = 1 << 20;
@@ -551,7 +575,9 @@ int main(int argc, char **argv)
 {
 	const char *host = NULL, *port = NULL, *bindaddr = NULL;
 	struct addrinfo *ai, *bi;
-	int opt, fd, lfd = -1, one = 1, family = AF_UNSPEC;
+	int opt, fd, lfd = -1, one = 1, family = AF_UNSPEC, conn_stats = 0;
+	uint64_t *conn_ns = NULL, t_all = 0, t_conn;
+	unsigned int nconn;
 
 	if (argc < 2 || (strcmp(argv[1], "server") && strcmp(argv[1], "client"))) {
 		fprintf(stderr, "usage: rsx-stream server|client [options]\n");
@@ -559,7 +585,7 @@ int main(int argc, char **argv)
 	}
 	is_server = !strcmp(argv[1], "server");
 	optind = 2;
-	while ((opt = getopt(argc, argv, "c:l:p:b:n:d:M:s:fHuP:T:6r:w:kB:")) != -1) {
+	while ((opt = getopt(argc, argv, "c:l:p:b:n:d:M:s:fHuP:T:6r:w:kB:D:C")) != -1) {
 		switch (opt) {
 		case 'c': host = optarg; break;
 		case 'l': host = optarg; break;
@@ -582,6 +608,8 @@ int main(int argc, char **argv)
 		case 'w': accept_wait_ms = atoi(optarg); break;
 		case 'k': keepgoing = 1; break;
 		case 'B': sockbuf = atoi(optarg); break;
+		case 'D': pace_us = strtoul(optarg, NULL, 0); break;
+		case 'C': conn_stats = 1; break;
 		default: return 2;
 		}
 	}
@@ -602,8 +630,16 @@ int main(int argc, char **argv)
 		printf("rsx-stream: listening\n");
 		fflush(stdout);
 	}
+	nconn = repeat;
+	if (conn_stats && !is_server && nconn > 0) {
+		conn_ns = calloc(nconn, sizeof(*conn_ns));
+		if (!conn_ns)
+			die("calloc");
+		t_all = now_ns();
+	}
 	for (; repeat > 0; repeat--) {
 		first_seen = 0;
+		t_conn = now_ns();
 		if (is_server) {
 			fd = accept(lfd, NULL, NULL);
 			if (fd < 0)
@@ -626,7 +662,11 @@ int main(int argc, char **argv)
 		run(fd);
 		if (close(fd))
 			die("close");
+		if (conn_ns)
+			conn_ns[nconn - repeat] = now_ns() - t_conn;
 		fflush(stdout);
 	}
+	if (conn_ns)
+		print_conn_stats(conn_ns, nconn, now_ns() - t_all);
 	return 0;
 }
