@@ -181,58 +181,22 @@ static void rsx_oob_counts(const struct rsx_sock *s, struct rsx_conn *c)
 /* The server's end: a request names s.  p is answered either way. */
 static void rsx_server_oob(struct rsx_sock *s, int fd, struct rsx_oob_pend *p)
 {
-	enum rsx_stat stat = RSX_STAT_COUNT;
-	struct sockaddr_storage ss;
-	struct rsx_dev *dev;
+	enum rsx_stat stat;
 	struct rsx_hello h;
-	int reason, ret;
+	int reason;
 
 	if (!rsx_counts(s) || s->shared || s->rd_shut || s->wr_shut ||
 	    s->conn || s->oob || rsx_now_ms() > p->expires) {
 		reason = RSX_NAK_STATE;
 		goto nak;
 	}
-	if (atomic_load(&s->evented)) {
-		reason = RSX_NAK_EVENTED;
-		stat = RSX_STAT_fallback_evented;
-		goto nak_tcp;
-	}
-	if (rsx_local_addr(fd, &ss)) {
-		reason = RSX_NAK_INTERNAL;
-		goto nak_tcp;
-	}
-	if (!rsx_config.valid ||
-	    rsx_rules_match(&rsx_config.rules, RSX_DIR_ACCEPT,
-			    (struct sockaddr *)&ss, sizeof(ss), RSX_ACT_PROBE,
-			    NULL) == RSX_ACT_TCP) {
-		reason = RSX_NAK_RULES;
-		stat = RSX_STAT_fallback_rules;
-		goto nak_tcp;
-	}
-	if (rsx_dev_find((struct sockaddr *)&ss, &dev)) {
-		reason = RSX_NAK_NODEV;
-		stat = RSX_STAT_fallback_nodev;
-		goto nak_tcp;
-	}
-	ret = rsx_conn_create(dev, rsx_config.ring_size, &s->conn);
-	if (ret) {
-		reason = RSX_NAK_RESOURCES;
-		stat = ret == -EDQUOT ? RSX_STAT_fallback_qp_limit :
-					RSX_STAT_fallback_resources;
-		goto nak_tcp;
+	reason = rsx_server_conn(s, fd, &p->h, &stat);
+	if (reason) {
+		rsx_to_tcp(s, stat);
+		rsx_wake_sleepers(s);
+		goto nak;
 	}
 	rsx_oob_counts(s, s->conn);
-	s->conn->nonce = p->h.nonce;
-	if (rsx_conn_connect(s->conn, &p->h)) {
-		reason = RSX_NAK_INTERNAL;
-		stat = RSX_STAT_fallback_qp;
-		goto nak_tcp;
-	}
-	if (s->nepreg && rsx_ready_on(s, fd) < 0) {
-		reason = RSX_NAK_RESOURCES;
-		stat = RSX_STAT_fallback_resources;
-		goto nak_tcp;
-	}
 	rsx_conn_hello(s->conn, RSX_MSG_ACK, &h);
 	rsx_oob_send(p, &h);
 	rsx_stat_inc(RSX_STAT_upgraded);
@@ -245,9 +209,6 @@ static void rsx_server_oob(struct rsx_sock *s, int fd, struct rsx_oob_pend *p)
 	rsx_wake_sleepers(s);
 	return;
 
-nak_tcp:
-	rsx_to_tcp(s, stat);
-	rsx_wake_sleepers(s);
 nak:
 	memset(&h, 0, sizeof(h));
 	h.type = RSX_MSG_NAK;

@@ -15,6 +15,7 @@
  * out-of-band switch) share.  Everything under s->lock.
  */
 struct rsx_conn;
+struct rsx_hello;
 
 /* Do s's TCP bytes count towards an out-of-band cut-over? */
 static inline int rsx_counts(const struct rsx_sock *s)
@@ -46,6 +47,8 @@ void rsx_to_tcp(struct rsx_sock *s, enum rsx_stat reason);
 int rsx_local_addr(int fd, struct sockaddr_storage *ss);
 void rsx_ready_upgraded(struct rsx_sock *s);
 int rsx_client_start(struct rsx_sock *s, int fd, int nonblock);
+int rsx_server_conn(struct rsx_sock *s, int fd, const struct rsx_hello *hello,
+		    enum rsx_stat *stat);
 
 /* midstream.c */
 int rsx_wake_fd(struct rsx_sock *s);

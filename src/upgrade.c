@@ -615,52 +615,65 @@ static int rsx_server_nak(int fd, uint64_t nonce, int reason)
 	return rsx_tcp_send_msg(fd, buf, sizeof(buf), 0);
 }
 
+/*
+ * The server's half of an upgrade that a HELLO asks for, in band or out
+ * (midstream.c): a HELLO proves the client runs rsockx, so only a tcp rule
+ * says no; then a QP in RTS toward the client's.  Returns 0, or the NAK
+ * reason with *stat the fallback counter to count.
+ */
+int rsx_server_conn(struct rsx_sock *s, int fd, const struct rsx_hello *hello,
+		    enum rsx_stat *stat)
+{
+	struct sockaddr_storage ss;
+	struct rsx_dev *dev;
+	int ret;
+
+	*stat = RSX_STAT_fallback_resources;
+	if (rsx_local_addr(fd, &ss))
+		return RSX_NAK_INTERNAL;
+	if (atomic_load(&s->evented)) {
+		*stat = RSX_STAT_fallback_evented;
+		return RSX_NAK_EVENTED;
+	}
+	if (!rsx_config.valid ||
+	    rsx_rules_match(&rsx_config.rules, RSX_DIR_ACCEPT,
+			    (struct sockaddr *)&ss, sizeof(ss), RSX_ACT_PROBE,
+			    NULL) == RSX_ACT_TCP) {
+		*stat = RSX_STAT_fallback_rules;
+		return RSX_NAK_RULES;
+	}
+	if (rsx_dev_find((struct sockaddr *)&ss, &dev)) {
+		*stat = RSX_STAT_fallback_nodev;
+		return RSX_NAK_NODEV;
+	}
+	ret = rsx_conn_create(dev, rsx_config.ring_size, &s->conn);
+	if (ret) {
+		if (ret == -EDQUOT)
+			*stat = RSX_STAT_fallback_qp_limit;
+		return RSX_NAK_RESOURCES;
+	}
+	s->conn->nonce = hello->nonce;
+	if (rsx_conn_connect(s->conn, hello))
+		return RSX_NAK_INTERNAL;
+	if (s->nepreg && rsx_ready_on(s, fd) < 0)
+		return RSX_NAK_RESOURCES;
+	return 0;
+}
+
 /* A HELLO came in first: answer ACK with a QP in RTS, or NAK. */
 static void rsx_server_answer(struct rsx_sock *s, int fd,
 			      const struct rsx_hello *hello)
 {
 	uint8_t buf[RSX_WIRE_LEN];
-	struct sockaddr_storage ss;
-	struct rsx_dev *dev;
-	enum rsx_stat stat = RSX_STAT_COUNT;
+	enum rsx_stat stat;
 	struct rsx_hello h;
-	int reason, ret;
+	int reason;
 
-	if (rsx_local_addr(fd, &ss)) {
-		reason = RSX_NAK_INTERNAL;
-		goto nak;
-	}
-	if (atomic_load(&s->evented)) {
-		reason = RSX_NAK_EVENTED;
-		goto nak;
-	}
-	/* a HELLO proves the client runs rsockx: only a tcp rule says no */
-	if (!rsx_config.valid ||
-	    rsx_rules_match(&rsx_config.rules, RSX_DIR_ACCEPT,
-			    (struct sockaddr *)&ss, sizeof(ss), RSX_ACT_PROBE,
-			    NULL) == RSX_ACT_TCP) {
-		reason = RSX_NAK_RULES;
-		goto nak;
-	}
-	if (rsx_dev_find((struct sockaddr *)&ss, &dev)) {
-		reason = RSX_NAK_NODEV;
-		goto nak;
-	}
-	ret = rsx_conn_create(dev, rsx_config.ring_size, &s->conn);
-	if (ret) {
-		if (ret == -EDQUOT)
-			stat = RSX_STAT_fallback_qp_limit;
-		reason = RSX_NAK_RESOURCES;
-		goto nak;
-	}
-	s->conn->nonce = hello->nonce;
-	if (rsx_conn_connect(s->conn, hello)) {
-		reason = RSX_NAK_INTERNAL;
-		goto nak;
-	}
-	if (s->nepreg && rsx_ready_on(s, fd) < 0) {
-		reason = RSX_NAK_RESOURCES;
-		goto nak;
+	reason = rsx_server_conn(s, fd, hello, &stat);
+	if (reason) {
+		rsx_to_tcp(s, stat);
+		rsx_server_nak(fd, hello->nonce, reason);
+		return;
 	}
 	rsx_conn_hello(s->conn, RSX_MSG_ACK, &h);
 	rsx_wire_encode(&h, buf);
@@ -675,16 +688,6 @@ static void rsx_server_answer(struct rsx_sock *s, int fd,
 	rsx_ready_upgraded(s);
 	/* a reader asleep on TCP alone: the client's bytes may come by ring */
 	rsx_wake_sleepers(s);
-	return;
-
-nak:
-	if (stat == RSX_STAT_COUNT)
-		stat = reason == RSX_NAK_RULES ? RSX_STAT_fallback_rules :
-		       reason == RSX_NAK_NODEV ? RSX_STAT_fallback_nodev :
-		       reason == RSX_NAK_EVENTED ? RSX_STAT_fallback_evented :
-		       RSX_STAT_fallback_resources;
-	rsx_to_tcp(s, stat);
-	rsx_server_nak(fd, hello->nonce, reason);
 }
 
 /*
