@@ -98,6 +98,13 @@ static int rsx_inband_try(struct rsx_sock *s)
 	    s->tcp_tx || s->tcp_rx)
 		return 0;
 	rsx_sock_set_state(s, RSX_ST_CLIENT_NEW);
+	/*
+	 * A reader asleep on TCP and the wake-up alone: the answer this
+	 * thread may take off TCP would never wake it, and the server's
+	 * bytes after it come by the ring.  It sleeps anew, on the
+	 * connection.
+	 */
+	rsx_wake_sleepers(s);
 	return 1;
 }
 
@@ -362,6 +369,7 @@ int rsx_sock_oob_start(struct rsx_sock *s, int fd, int yes,
 		s->inband_try = 0;
 		rsx_sock_set_state(s, RSX_ST_CLIENT_NEW);
 		rsx_client_start(s, fd, 1);
+		rsx_wake_sleepers(s);	/* as in rsx_inband_try */
 		ret = -EALREADY;
 		goto out;
 	}
