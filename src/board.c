@@ -141,14 +141,6 @@ int rsx_board_unpost(struct rsx_oob_pend *p)
 	return 0;
 }
 
-static int rsx_board_match(const struct rsx_sock *s,
-			   const struct rsx_board_slot *sl)
-{
-	return s->peer_port == sl->peer_port &&
-	       s->local_port == sl->local_port &&
-	       !memcmp(s->peer_addr, sl->peer_addr, 16);
-}
-
 /* Any process of the family: a posted request that names s, taken. */
 struct rsx_oob_pend *rsx_board_take(const struct rsx_sock *s)
 {
@@ -165,7 +157,8 @@ struct rsx_oob_pend *rsx_board_take(const struct rsx_sock *s)
 		if ((w & 0xff) != RSX_SLOT_POSTED)
 			continue;
 		memcpy(&copy, sl, sizeof(copy));
-		if (!rsx_board_match(s, &copy))
+		if (!rsx_oob_names(s, copy.peer_addr, copy.peer_port,
+				   copy.local_port))
 			continue;
 		p = calloc(1, sizeof(*p));
 		if (!p)

@@ -129,12 +129,19 @@ static void rsx_oob_nak(struct rsx_oob_pend *p, int reason)
 	rsx_oob_send(p, &h);
 }
 
+/* Is s the TCP connection of those addresses (as the server sees it)? */
+int rsx_oob_names(const struct rsx_sock *s, const uint8_t peer_addr[16],
+		  uint16_t peer_port, uint16_t local_port)
+{
+	return s->peer_port == peer_port && s->local_port == local_port &&
+	       !memcmp(s->peer_addr, peer_addr, 16);
+}
+
 static int rsx_oob_match(const struct rsx_sock *s,
 			 const struct rsx_oob_pend *p)
 {
-	return s->oob_ok && s->peer_port == p->peer_port &&
-	       s->local_port == p->local_port &&
-	       !memcmp(s->peer_addr, p->peer_addr, 16);
+	return s->oob_ok && rsx_oob_names(s, p->peer_addr, p->peer_port,
+					  p->local_port);
 }
 
 /* An accepted socket of this process that p names, with a reference. */
@@ -233,6 +240,7 @@ void rsx_oob_accepted(struct rsx_sock *s, int fd, struct rsx_sock *l)
 	struct sockaddr_storage ss;
 	struct rsx_oob_pend *p, **pp;
 	socklen_t len = sizeof(ss);
+	uint8_t local[16];
 
 	if (!(l->probe_id || (l->probed && rsx_board_have())) ||
 	    !rsx_config.valid || !rsx_config.oob)
@@ -242,7 +250,7 @@ void rsx_oob_accepted(struct rsx_sock *s, int fd, struct rsx_sock *l)
 		return;
 	len = sizeof(ss);
 	if (rsx_libc.getsockname(fd, (struct sockaddr *)&ss, &len) ||
-	    rsx_oob_addr(&ss, s->local_addr, &s->local_port))
+	    rsx_oob_addr(&ss, local, &s->local_port))
 		return;
 	s->oob_until = rsx_now_ms() + rsx_config.oob_window_ms;
 	s->oob_ok = 1;

@@ -62,6 +62,9 @@ void rsx_oob_drop(struct rsx_oob_pend *p);
 void rsx_oob_sock_free(struct rsx_sock *s);
 void rsx_oob_fork_child(void);
 
+int rsx_oob_names(const struct rsx_sock *s, const uint8_t peer_addr[16],
+		  uint16_t peer_port, uint16_t local_port);
+
 /* IPv4 addresses as ::ffff:a.b.c.d, for comparing with IPv6 sockets. */
 int rsx_oob_addr(const void *sa, uint8_t addr[16], uint16_t *port);
 

@@ -82,6 +82,15 @@ static struct rdma_event_channel *rsx_cm_chan;
 static int rsx_cm_state;	/* 0 not tried, 1 running, -1 unavailable */
 static int rsx_cm_bell = -1;	/* eventfd: work for the thread (oob.h) */
 
+/* An IPv4 or IPv6 address, as long as its family says. */
+static int rsx_probe_askable(const struct sockaddr *sa, socklen_t len)
+{
+	return (sa->sa_family == AF_INET &&
+		len >= sizeof(struct sockaddr_in)) ||
+	       (sa->sa_family == AF_INET6 &&
+		len >= sizeof(struct sockaddr_in6));
+}
+
 static void rsx_key(const struct sockaddr *sa, uint8_t addr[16],
 		    uint16_t *port, uint8_t *family)
 {
@@ -397,9 +406,7 @@ int rsx_probe_lookup(const struct sockaddr *sa, socklen_t len)
 	uint16_t port;
 	int answer, i;
 
-	if ((sa->sa_family != AF_INET && sa->sa_family != AF_INET6) ||
-	    len < (sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) :
-		   sizeof(struct sockaddr_in6)))
+	if (!rsx_probe_askable(sa, len))
 		return RSX_PROBE_NO;
 	if (unlikely(rsx_config.test_probe_yes))
 		return RSX_PROBE_YES;
@@ -456,9 +463,7 @@ void rsx_probe_learn(const struct sockaddr *sa, socklen_t len)
 	uint8_t addr[16], family;
 	uint16_t port;
 
-	if ((sa->sa_family != AF_INET && sa->sa_family != AF_INET6) ||
-	    len < (sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) :
-		   sizeof(struct sockaddr_in6)))
+	if (!rsx_probe_askable(sa, len))
 		return;
 	rsx_key(sa, addr, &port, &family);
 	pthread_mutex_lock(&rsx_probe_lock);

@@ -115,7 +115,6 @@ struct rsx_sock {
 	uint16_t peer_port;	/* network order */
 	uint16_t local_port;	/* network order */
 	uint8_t peer_addr[16];	/* IPv4 as ::ffff:a.b.c.d */
-	uint8_t local_addr[16];
 	int64_t oob_until;	/* ms: SERVER_WAIT ends (TCP for good) */
 	uint64_t tcp_tx;	/* application bytes sent on TCP so far */
 	uint64_t tcp_rx;	/* ... received */
