@@ -42,6 +42,8 @@ static int rsx_verbs_open(void)
 	RSX_IBV_FUNCS(RSX_IBV_SYM)
 #undef RSX_IBV_SYM
 	rsx_ibv.query_gid_table = dlsym(ibv, "_ibv_query_gid_table");
+	rsx_ibv.fork_init = dlsym(ibv, "ibv_fork_init");
+	rsx_ibv.is_fork_initialized = dlsym(ibv, "ibv_is_fork_initialized");
 #define RSX_RDMA_SYM(n)							\
 	rsx_rdma.n = dlsym(cm, "rdma_" #n);				\
 	if (!rsx_rdma.n) {						\

@@ -67,6 +67,8 @@ struct rsx_config {
 	int qp_timeout_ms;	/* RSOCKX_QP_TIMEOUT_MS: unanswered QP fails */
 	uint8_t qp_timeout;	/* its local ACK timeout exponent (qa.timeout) */
 	uint32_t max_qps;	/* RSOCKX_MAX_QPS: held at once, 0: no limit */
+	int tclass;		/* RSOCKX_TCLASS: GRH traffic class (DSCP, ECN) */
+	int sl;			/* RSOCKX_SL: service level (priority) */
 	int oob;		/* RSOCKX_OOB: upgrades out of band (oob.h) */
 	int inband;		/* RSOCKX_INBAND: HELLO on TCP when known safe */
 	int oob_window_ms;	/* RSOCKX_OOB_WINDOW_MS: accepted, may upgrade */

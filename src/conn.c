@@ -424,6 +424,8 @@ int rsx_conn_connect(struct rsx_conn *c, const struct rsx_hello *peer)
 	memcpy(qa.ah_attr.grh.dgid.raw, peer->gid, 16);
 	qa.ah_attr.grh.sgid_index = c->dev->gid_index;
 	qa.ah_attr.grh.hop_limit = 64;
+	qa.ah_attr.grh.traffic_class = rsx_config.tclass;	/* RSOCKX_TCLASS */
+	qa.ah_attr.sl = rsx_config.sl;				/* RSOCKX_SL */
 	qa.ah_attr.port_num = c->dev->port;
 	ret = rsx_ibv.modify_qp(c->qp, &qa, IBV_QP_STATE | IBV_QP_AV |
 				IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |

@@ -180,6 +180,34 @@ static int rsx_port_gids(struct ibv_context *ctx, struct ibv_pd *pd,
  * One rsx_dev per (device, port, GID index) that carries a RoCE v2 GID:
  * all of them found at once, the first time any is needed.
  */
+/*
+ * fork() and registered memory.  Before Linux 5.13 a fork child shared the
+ * pinned pages of its parent copy-on-write, so the parent's next write to
+ * one moved it away from the page the device reads or writes: a stream
+ * corrupted without a sign.  The rings and staging buffers are kept out of
+ * fork children (mempool.c, MADV_DONTFORK); the queue buffers that a
+ * provider keeps in user memory (mlx5's, not rxe's) only libibverbs knows,
+ * and ibv_fork_init() has it do the same for them.  Where the kernel
+ * copies pinned pages at fork it reports that it is not needed and does
+ * nothing.  It must come before the first registration: here.
+ */
+static void rsx_fork_safety(void)
+{
+	int ret;
+
+	if (!rsx_ibv.fork_init || (rsx_ibv.is_fork_initialized &&
+	    rsx_ibv.is_fork_initialized() != IBV_FORK_DISABLED))
+		return;
+	ret = rsx_ibv.fork_init();
+	if (ret)
+		rsx_info("ibv_fork_init: %s: a fork child of a provider that "
+			 "keeps queues in user memory may corrupt them",
+			 strerror(ret));
+	else
+		rsx_dbg("ibv_fork_init: the kernel does not copy pinned pages "
+			"at fork");
+}
+
 static void rsx_devs_open(void)
 {
 	struct ibv_device **list;
@@ -193,6 +221,7 @@ static void rsx_devs_open(void)
 	const char *name;
 	ssize_t ntab;
 
+	rsx_fork_safety();
 	list = rsx_ibv.get_device_list(&n);
 	if (!list) {
 		rsx_info("no RDMA devices: %s", strerror(errno));

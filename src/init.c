@@ -87,6 +87,9 @@ static void rsx_init_tunables(void)
 		    &c->oob_timeout_ms, sizeof(int));
 	rsx_env_num("RSOCKX_MAX_QPS", 0, UINT32_MAX, 0, &c->max_qps,
 		    sizeof(uint32_t));
+	/* lossless (PFC) and ECN fabrics put RDMA in a class of its own */
+	rsx_env_num("RSOCKX_TCLASS", 0, 255, 0, &c->tclass, sizeof(int));
+	rsx_env_num("RSOCKX_SL", 0, 15, 0, &c->sl, sizeof(int));
 	/* fault tests: break each QP after it sent this many bytes */
 	rsx_env_num("RSOCKX_TEST_QP_ERR_AFTER", 1, UINT32_MAX, 0,
 		    &c->test_qp_err_after, sizeof(uint32_t));

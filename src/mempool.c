@@ -10,12 +10,25 @@
 #include "mempool.h"
 #include "stats.h"
 
-static void *rsx_mp_map(size_t len)
+/*
+ * Memory to be registered, kept out of fork children (MADV_DONTFORK): on
+ * kernels that share pinned pages with a child copy-on-write (before
+ * 5.13), the parent's next write would move its page away from the one
+ * the device uses.  A child never uses its parent's rings (handoff.h).
+ */
+void *rsx_mempool_map(size_t len)
 {
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-	return p == MAP_FAILED ? NULL : p;
+	if (p == MAP_FAILED)
+		return NULL;
+	if (madvise(p, len, MADV_DONTFORK)) {
+		rsx_info("madvise(MADV_DONTFORK): %s", strerror(errno));
+		munmap(p, len);
+		return NULL;
+	}
+	return p;
 }
 
 static void rsx_mp_unmap(void *addr, size_t len)
@@ -42,7 +55,7 @@ static int rsx_mp_dereg(struct ibv_mr *mr)
 }
 
 static const struct rsx_mp_ops rsx_mp_default_ops = {
-	.map = rsx_mp_map,
+	.map = rsx_mempool_map,
 	.unmap = rsx_mp_unmap,
 	.discard = rsx_mp_discard,
 	.reg = rsx_mp_reg,

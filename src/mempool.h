@@ -89,6 +89,7 @@ struct rsx_mp_block {
 	struct rsx_mp_chunk *chunk;
 };
 
+void *rsx_mempool_map(size_t len);
 void rsx_mempool_init(struct rsx_mempool *mp, struct ibv_pd *pd,
 		      const char *name, const struct rsx_mp_ops *ops);
 int rsx_mempool_alloc(struct rsx_mempool *mp, size_t len,

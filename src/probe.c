@@ -16,10 +16,12 @@
 #include "guard.h"
 #include "libc.h"
 #include "fdtab.h"
+#include "handoff.h"
 #include "log.h"
 #include "oob.h"
 #include "probe.h"
 #include "stats.h"
+#include "upgrade.h"
 #include "verbs.h"
 
 /* The private data of a responder's reject: "rsockx", NUL, version. */
@@ -309,9 +311,21 @@ static void *rsx_cm_thread(void *arg)
 		rsx_probe_expire();
 		rsx_orphans_expire();
 		more = rsx_oob_tick();
+		more |= rsx_fork_serve();
 		pthread_mutex_unlock(&rsx_cm_busy);
 	}
 	return NULL;
+}
+
+/* The CM thread's bell, the thread started if need be; -1 without one. */
+int rsx_cm_bell_fd(void)
+{
+	int bell;
+
+	pthread_mutex_lock(&rsx_probe_lock);
+	bell = rsx_cm_start() ? -1 : rsx_cm_bell;
+	pthread_mutex_unlock(&rsx_probe_lock);
+	return bell;
 }
 
 /* Wakes the CM thread for work other threads left it (oob.c). */
@@ -602,8 +616,9 @@ void rsx_probe_fork_child(void)
 	rsx_cm_state = 0;
 	rsx_cm_chan = NULL;
 	memset(rsx_orphans, 0, sizeof(rsx_orphans));	/* the parent's */
-	/* the parent's bell stays open where the board rings it */
-	if (rsx_cm_bell >= 0 && !rsx_board_have()) {
+	/* the parent's bell stays open where the board or a fork hand-off
+	 * rings it */
+	if (rsx_cm_bell >= 0 && !rsx_board_have() && !rsx_handoff_have()) {
 		rsx_fd_take(rsx_cm_bell);
 		rsx_libc.close(rsx_cm_bell);
 	}

@@ -657,6 +657,8 @@ int rsx_ready_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	if (!s)
 		return 1;
 	pthread_mutex_lock(&s->lock);
+	if (op != EPOLL_CTL_DEL)
+		rsx_sock_forked_use(s);	/* a fork child: TCP first */
 	if (op != EPOLL_CTL_DEL && rsx_sock_ready_wanted(s) &&
 	    !(s->rdy && s->rdy->swapped)) {
 		/* upgraded, or waiting for the answer: x stands in from now */
@@ -694,6 +696,7 @@ static int rsx_poll_fd(int fd, uint32_t *gen, uint8_t *counted)
 	if (!s)
 		return -1;
 	pthread_mutex_lock(&s->lock);
+	rsx_sock_forked_use(s);	/* a fork child waits on it: TCP first */
 	if (rsx_sock_ready_wanted(s)) {
 		x = rsx_ready_on(s, fd);
 		if (x >= 0)
@@ -786,6 +789,7 @@ int rsx_select_needs(int nfds, const fd_set *r, const fd_set *w,
 		if (s && s->kind == RSX_SOCK_TCP &&
 		    (s->state == RSX_ST_UPGRADED ||
 		     s->state == RSX_ST_CLIENT_HELLO ||
+		     s->state == RSX_ST_FORKED ||
 		     rsx_state_counted(s->state) ||
 		     (s->oob_ok && s->state != RSX_ST_TCP)))
 			return 1;

@@ -3,6 +3,7 @@
 
 #include "conn.h"
 #include "fdtab.h"
+#include "handoff.h"
 #include "oob.h"
 #include "pool.h"
 #include "probe.h"
@@ -62,6 +63,9 @@ struct rsx_sock *rsx_sock_new(int kind, int family, int role)
 	s->oob = NULL;
 	s->wake_fd = -1;
 	s->wake_users = 0;
+	s->ho_page = NULL;
+	s->ho_slot = -1;
+	s->ho_seq = 0;
 	pthread_mutex_init(&s->lock, NULL);
 	/* Published last: a racing rsx_sock_tryget() sees 0 until then. */
 	atomic_store_explicit(&s->ref, 1, memory_order_release);
@@ -116,6 +120,7 @@ void rsx_sock_put(struct rsx_sock *s)
 		atomic_fetch_sub(&rsx_engine_socks, 1);
 	rsx_stats_conn_close(s);
 	rsx_probe_unlisten(s);
+	rsx_handoff_release(s);
 	rsx_pool_put(&rsx_sock_pool, s);
 }
 

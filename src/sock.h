@@ -126,6 +126,10 @@ struct rsx_sock {
 	struct rsx_oob_pend *oob; /* an answer the program's thread applies */
 	int wake_fd;		/* eventfd: wakes sleepers without a conn */
 	uint16_t wake_users;	/* ... that sleep on it now */
+	/* fork: its slot on the page of the process with the QP (handoff.h) */
+	int16_t ho_slot;
+	uint32_t ho_seq;
+	void *ho_page;
 };
 
 void rsx_sock_set_state(struct rsx_sock *s, int state);

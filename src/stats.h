@@ -37,7 +37,7 @@
 	X(fallback_peer)	/* ... peer answered with data, not ACK */	\
 	X(fallback_nak)		/* ... peer said NAK */			\
 	X(fallback_qp)		/* ... QP would not reach RTS */	\
-	X(fallback_fork)	/* upgraded socket used in a fork child */ \
+	X(fallback_fork)	/* a parent's upgraded socket in a fork child */ \
 	X(fallback_evented)	/* in more epoll sets than rsockx follows */ \
 	X(rdma_tx_bytes)	/* application bytes sent over RDMA */	\
 	X(rdma_rx_bytes)	/* ... received over RDMA */		\
@@ -75,7 +75,10 @@
 	X(oob_refused)		/* ... answered with NAK */		\
 	X(oob_deferred)		/* answers left to the program's thread */ \
 	X(midstream_upgrades)	/* connections upgraded out of band */	\
-	X(fallback_oob)		/* stayed TCP: out-of-band upgrade failed */
+	X(fallback_oob)		/* stayed TCP: out-of-band upgrade failed */ \
+	X(fork_downgraded)	/* upgraded, back on TCP for a fork child */ \
+	X(fork_lost)		/* ... that could not be: shut down */	\
+	X(fork_handoffs)	/* child: a parent's connection, TCP now */
 
 enum rsx_stat {
 #define RSX_STAT_ENUM(name) RSX_STAT_##name,

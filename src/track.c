@@ -371,6 +371,7 @@ void rsx_dup2_end(int oldfd, int newfd, int ok, struct rsx_sock *prev)
  */
 void rsx_on_fork_prepare(void)
 {
+	rsx_fork_share_sockets();	/* may start the CM thread */
 	rsx_stats_fork_prepare();
 	rsx_probe_fork_prepare();
 	rsx_sig_fork_prepare();

@@ -49,6 +49,7 @@
 #include "dev.h"
 #include "fdtab.h"
 #include "guard.h"
+#include "handoff.h"
 #include "libc.h"
 #include "log.h"
 #include "oob.h"
@@ -150,6 +151,23 @@ static void rsx_call_begin(int opt)
 {
 	rsx_deadline = RSX_DEADLINE_UNKNOWN;
 	rsx_timeo_opt = opt;
+}
+
+/*
+ * A wait of rsockx's own (close, exit, a downgrade) ends at until (ms),
+ * whatever timeout the thread's last call had: never later (a peer that
+ * takes no message would hold it for ever), and never at once for an
+ * old SO_RCVTIMEO's deadline long past, which would make it spin.
+ */
+static void rsx_call_until(int64_t until)
+{
+	rsx_deadline = until > 0 ? until : 1;
+	rsx_timeo_opt = 0;
+}
+
+static int64_t rsx_linger_end(void)
+{
+	return rsx_now_ms() + rsx_config.linger_ms;
 }
 
 /*
@@ -421,6 +439,7 @@ void rsx_to_tcp(struct rsx_sock *s, enum rsx_stat reason)
 {
 	struct rsx_conn *c = s->conn;
 
+	rsx_handoff_done(s, 0);	/* unless a downgrade said TCP before */
 	rsx_ready_off(s, 1);
 	s->conn = NULL;
 	if (unlikely(s->oob)) {
@@ -552,6 +571,18 @@ static int rsx_client_answer(struct rsx_sock *s, int fd)
 	ret = rsx_peek_msg(s, fd, &h);
 	if (ret == -EAGAIN)
 		return ret;
+	if (ret == -EINVAL && h.nonce == c->nonce) {
+		/*
+		 * Our answer, its checksum right, a field not acceptable: the
+		 * server's library sent it, not its application, whose bytes
+		 * follow on TCP without it.
+		 */
+		rsx_consume_msg(fd);
+		rsx_info("fd %d: the server's answer is not acceptable: stays "
+			 "TCP", fd);
+		rsx_to_tcp(s, RSX_STAT_fallback_peer);
+		return 0;
+	}
 	if (ret <= 0 || h.nonce != c->nonce ||
 	    (h.type != RSX_MSG_ACK && h.type != RSX_MSG_NAK)) {
 		rsx_dbg("fd %d: server answered with data: stays TCP", fd);
@@ -842,6 +873,7 @@ static int rsx_down_settle(struct rsx_sock *s, int fd)
 	if (s->rd_shut)
 		rsx_libc.shutdown(fd, SHUT_RD);
 	rsx_dbg("fd %d: back to plain TCP after the peer's DOWNGRADE", fd);
+	rsx_handoff_done(s, 1);
 	rsx_to_tcp(s, RSX_STAT_peer_downgrades);
 	return 1;
 }
@@ -1173,6 +1205,8 @@ static ssize_t rsx_up_send(struct rsx_sock *s, int fd, const struct iovec *iov,
 
 static int rsx_negotiate(struct rsx_sock *s, int fd, int reading,
 			 int nonblock);
+static int rsx_downgrade(struct rsx_sock *s, int fd, int exec);
+static int rsx_forked_use(struct rsx_sock *s);
 
 /*
  * CLIENT_HELLO: the answer is out, and the application's bytes go on TCP,
@@ -1351,7 +1385,9 @@ again:
 			     rsx_up_recv(s, fd, iov, iovcnt, len, flags, nonblock);
 		break;
 	case RSX_ST_FORKED:
-		ret = -EIO;
+		ret = rsx_forked_use(s);
+		if (!ret)
+			goto again;
 		break;
 	case RSX_ST_CLIENT_HELLO:
 		if (send) {
@@ -1561,19 +1597,22 @@ void rsx_ready_upgraded(struct rsx_sock *s)
  * memory.  A peer that has closed its TCP connection reads no more, so
  * there is nothing to wait for (TCP would answer such data with a reset).
  */
-static void rsx_finish(struct rsx_sock *s, int fd, int timeout_ms)
+static void rsx_finish(struct rsx_sock *s, int fd, int64_t deadline)
 {
 	struct rsx_conn *c = s->conn;
-	int64_t deadline = rsx_now_ms() + timeout_ms;
 	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
 
+	rsx_call_until(deadline);
+
 	while (c && c->peer_down && rsx_resend(s, fd) == -EAGAIN) {
+		if (!deadline)
+			return;		/* the next pass (rsx_exit_flush) */
 		if (rsx_now_ms() > deadline) {
 			struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 
 			/* a reset, not a stream that ends short */
 			rsx_info("fd %d: bytes for the peer's TCP not sent in "
-				 "%d ms", fd, timeout_ms);
+				 "time", fd);
 			rsx_libc.setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg,
 					    sizeof(lg));
 			return;
@@ -1601,9 +1640,10 @@ static void rsx_finish(struct rsx_sock *s, int fd, int timeout_ms)
 			rsx_conn_fin(c);	/* -EAGAIN: no credit yet */
 		if (c->fin_sent && c->sq_done >= c->fin_wr)
 			return;
-		if (rsx_now_ms() > deadline) {
-			rsx_info("fd %d: FIN not acknowledged in %d ms", fd,
-				 timeout_ms);
+		if (rsx_now_ms() >= deadline) {
+			if (deadline)
+				rsx_info("fd %d: FIN not acknowledged in time",
+					 fd);
 			return;
 		}
 		rsx_wait_conn(s, fd, 0);
@@ -1619,6 +1659,7 @@ int rsx_sock_shutdown(int fd, int how)
 
 	if (s) {
 		pthread_mutex_lock(&s->lock);
+		rsx_sock_forked_use(s);	/* the parent's QP first */
 		upgraded = s->state == RSX_ST_UPGRADED &&
 			   (s->conn->tx_ring || s->conn->peer_down);
 		if ((how == SHUT_RD || how == SHUT_RDWR) && !s->rd_shut) {
@@ -1635,7 +1676,7 @@ int rsx_sock_shutdown(int fd, int how)
 				rsx_progress(s, fd);
 				rsx_down_settle(s, fd);
 			} else if (upgraded)
-				rsx_finish(s, fd, rsx_config.linger_ms);
+				rsx_finish(s, fd, rsx_linger_end());
 		}
 		rsx_sock_ready_sync(s);
 		pthread_mutex_unlock(&s->lock);
@@ -1663,14 +1704,14 @@ int rsx_sock_shutdown(int fd, int how)
  * closes before the server answered (a slow server) lost the tail of its
  * stream that way.  An EOF from the server ends the wait at once.
  */
-static int rsx_client_hello_settle(struct rsx_sock *s, int fd)
+static int rsx_client_hello_settle(struct rsx_sock *s, int fd,
+				   int64_t deadline)
 {
-	int64_t deadline = rsx_now_ms() + rsx_config.linger_ms;
 	struct rsx_hello h;
 	int ret;
 
 	while ((ret = rsx_peek_msg(s, fd, &h)) == -EAGAIN) {
-		if (rsx_now_ms() > deadline)
+		if (rsx_now_ms() >= deadline)
 			return -ETIMEDOUT;
 		rsx_wait_in(s, fd, 10);
 	}
@@ -1682,6 +1723,22 @@ static int rsx_client_hello_settle(struct rsx_sock *s, int fd)
 }
 
 /*
+ * At close or exit, a socket that a fork child may hold goes back to TCP,
+ * so that the child can go on with it; unless the stream is over both
+ * ways (our FIN went, the peer's came) or the peer is gone, which TCP
+ * tells the child as well.
+ */
+static int rsx_hand_back(struct rsx_sock *s)
+{
+	struct rsx_conn *c = s->conn;
+
+	if (!rsx_handoff_live(s))
+		return 0;
+	return !(s->state == RSX_ST_UPGRADED && c &&
+		 (rsx_peer_gone(c) || (s->wr_shut && c->peer_fin)));
+}
+
+/*
  * The last descriptor of an upgraded socket is about to be closed: every
  * byte the application sent must reach the peer's ring before the TCP
  * connection (whose EOF the peer takes as the end) goes away.
@@ -1689,10 +1746,12 @@ static int rsx_client_hello_settle(struct rsx_sock *s, int fd)
 void rsx_sock_close_last(struct rsx_sock *s, int fd)
 {
 	pthread_mutex_lock(&s->lock);
-	if (s->state == RSX_ST_UPGRADED)
-		rsx_finish(s, fd, rsx_config.linger_ms);
+	if (rsx_hand_back(s))
+		rsx_downgrade(s, fd, 0);	/* a fork child may hold it */
+	else if (s->state == RSX_ST_UPGRADED)
+		rsx_finish(s, fd, rsx_linger_end());
 	else if (s->state == RSX_ST_CLIENT_HELLO)
-		rsx_client_hello_settle(s, fd);
+		rsx_client_hello_settle(s, fd, rsx_linger_end());
 	/*
 	 * After the peer's DOWNGRADE a socket settles back to TCP on the
 	 * way out of a call that finds no other thread in one; two threads
@@ -1748,30 +1807,58 @@ void rsx_sock_orphan_end(struct rsx_sock *s)
 	rsx_libc.close(k);
 }
 
-/* exit(), return from main, _exit(): flush every upgraded connection. */
+/*
+ * s->lock, unless another thread holds it (and may be inside a call on s,
+ * at exit) until deadline: 0, or -EBUSY.
+ */
+static int rsx_lock_until(struct rsx_sock *s, int64_t deadline)
+{
+	while (pthread_mutex_trylock(&s->lock)) {
+		if (rsx_now_ms() >= deadline)
+			return -EBUSY;
+		usleep(1000);
+	}
+	return 0;
+}
+
+/* At exit, under s->lock: what needs no waiting for the peer. */
+static void rsx_exit_start(struct rsx_sock *s, int fd)
+{
+	if (rsx_hand_back(s))
+		rsx_downgrade(s, fd, 0);	/* a child may outlive us */
+	else if (s->state == RSX_ST_UPGRADED)
+		rsx_finish(s, fd, 0);		/* the FIN out, no wait */
+	else if (s->state == RSX_ST_CLIENT_HELLO)
+		rsx_client_hello_settle(s, fd, 0);	/* no wait */
+}
+
+/*
+ * exit(), return from main, _exit(): flush every upgraded connection, all
+ * of them within one RSOCKX_LINGER_MS: every FIN goes out first, then
+ * their acknowledgements (and the answers to HELLOs still out) are
+ * awaited together.
+ */
 void rsx_exit_flush(void)
 {
 	unsigned int fd, hw = rsx_fdtab_hiwater();
+	int64_t deadline = rsx_linger_end();
 	struct rsx_sock *s;
-	int tries;
+	int pass;
 
-	for (fd = 0; fd < hw; fd++) {
-		s = rsx_fd_peek(fd);
-		if (!s || s->kind != RSX_SOCK_TCP || !s->conn)
-			continue;
-		/* another thread may be inside it; do not wait forever */
-		for (tries = 0; tries < 100; tries++) {
-			if (!pthread_mutex_trylock(&s->lock))
-				break;
-			usleep(1000);
+	for (pass = 0; pass < 2; pass++) {
+		for (fd = 0; fd < hw; fd++) {
+			s = rsx_fd_peek(fd);
+			if (!s || s->kind != RSX_SOCK_TCP || !s->conn ||
+			    rsx_lock_until(s, deadline))
+				continue;
+			if (!pass)
+				rsx_exit_start(s, fd);
+			else if (s->state == RSX_ST_UPGRADED)
+				rsx_finish(s, fd, deadline);
+			else if (s->state == RSX_ST_CLIENT_HELLO)
+				rsx_client_hello_settle(s, fd, deadline);
+			pthread_mutex_unlock(&s->lock);
 		}
-		if (tries == 100)
-			continue;
-		if (s->state == RSX_ST_UPGRADED)
-			rsx_finish(s, fd, rsx_config.linger_ms);
-		else if (s->state == RSX_ST_CLIENT_HELLO)
-			rsx_client_hello_settle(s, fd);
-		pthread_mutex_unlock(&s->lock);
 	}
 }
 
@@ -1786,40 +1873,30 @@ static int rsx_exec_peer_down(struct rsx_sock *s, int fd)
 
 	if (rsx_conn_readable(c))
 		return -EPIPE;
-	rsx_finish(s, fd, rsx_config.linger_ms);
+	rsx_finish(s, fd, rsx_linger_end());
 	if (!s->conn || s->conn->tx_resend != s->conn->tx_head)
 		return -ETIMEDOUT;
 	return 0;
 }
 
 /*
- * The process is about to execve() another program, which inherits fd: it
- * cannot use our RDMA resources, but it can use TCP.  Our last message on
- * the QP (DOWNGRADE, conn.h) hands the data path back to TCP: the peer
- * reads its ring up to our last byte and TCP after it, and sends again over
- * TCP whatever of its ring bytes our application had not read.  Should the
- * exec fail, this process goes on with plain TCP just the same.  When this
- * cannot be done, the connection is shut down: both ends see it end, never
- * a stream with a hole.  Returns 0 (TCP now) or -errno (shut down).
+ * Under s->lock: our last message on the QP (DOWNGRADE, conn.h) hands the
+ * data path back to TCP: the peer reads its ring up to our last byte and
+ * TCP after it, and sends again over TCP whatever of its ring bytes our
+ * application had not read.  When this cannot be done, the connection is
+ * shut down: both ends see it end, never a stream with a hole.  exec: the
+ * process is about to execute another program (see below).  Returns 0
+ * (TCP now) or -errno (shut down).
  */
-int rsx_sock_exec_downgrade(struct rsx_sock *s, int fd)
+static int rsx_downgrade(struct rsx_sock *s, int fd, int exec)
 {
-	int64_t deadline = rsx_now_ms() + rsx_config.linger_ms;
+	int64_t deadline = rsx_linger_end();
 	struct rsx_conn *c;
-	int ret = 0, tries;
+	int ret = 0;
 
-	for (tries = 0; pthread_mutex_trylock(&s->lock); tries++) {
-		if (tries == 100) {
-			/* held by a thread the exec is about to end */
-			rsx_warn("fd %d: busy at exec: shut down", fd);
-			rsx_libc.shutdown(fd, SHUT_RDWR);
-			rsx_stat_inc(RSX_STAT_exec_lost);
-			return -EBUSY;
-		}
-		usleep(1000);
-	}
+	rsx_call_until(deadline);
 	if (s->state == RSX_ST_CLIENT_HELLO && s->conn) {
-		ret = rsx_client_hello_settle(s, fd);
+		ret = rsx_client_hello_settle(s, fd, rsx_linger_end());
 		goto out;
 	}
 	c = s->conn;
@@ -1843,23 +1920,131 @@ int rsx_sock_exec_downgrade(struct rsx_sock *s, int fd)
 	if (!ret && s->wr_shut)
 		rsx_libc.shutdown(fd, SHUT_WR);	/* our FIN, as TCP's */
 	if (!ret)
-		rsx_stat_inc(RSX_STAT_exec_downgraded);
+		rsx_stat_inc(exec ? RSX_STAT_exec_downgraded :
+			     RSX_STAT_fork_downgraded);
 out:
 	c = s->conn;
 	if (ret && c) {
 		rsx_warn("fd %d: could not take the connection back to TCP "
-			 "for exec (%s): shut down", fd, strerror(-ret));
+			 "for %s (%s): shut down", fd,
+			 exec ? "exec" : "a fork child", strerror(-ret));
 		rsx_libc.shutdown(fd, SHUT_RDWR);
-		rsx_stat_inc(RSX_STAT_exec_lost);
+		rsx_stat_inc(exec ? RSX_STAT_exec_lost : RSX_STAT_fork_lost);
 	}
+	rsx_handoff_done(s, !ret);
 	if (c) {
 		/* a thread asleep on it goes on using it until the exec:
 		 * never freed then (rsx_to_tcp leaves it to the sleeper) */
-		c->keep = 1;
+		c->keep = exec;
 		rsx_to_tcp(s, RSX_STAT_COUNT);
 	}
+	return ret;
+}
+
+/*
+ * The process is about to execve() another program, which inherits fd: it
+ * cannot use our RDMA resources, but it can use TCP (rsx_downgrade).
+ * Should the exec fail, this process goes on with plain TCP just the same.
+ */
+int rsx_sock_exec_downgrade(struct rsx_sock *s, int fd)
+{
+	int ret, tries;
+
+	for (tries = 0; pthread_mutex_trylock(&s->lock); tries++) {
+		if (tries == 100) {
+			/* held by a thread the exec is about to end */
+			rsx_warn("fd %d: busy at exec: shut down", fd);
+			rsx_libc.shutdown(fd, SHUT_RDWR);
+			rsx_stat_inc(RSX_STAT_exec_lost);
+			return -EBUSY;
+		}
+		usleep(1000);
+	}
+	ret = rsx_downgrade(s, fd, 1);
 	pthread_mutex_unlock(&s->lock);
 	return ret;
+}
+
+/*
+ * fork() (handoff.h).  Right before it: the upgraded sockets, which the
+ * child will hold too, get a slot where it can ask for them.
+ */
+void rsx_fork_share_sockets(void)
+{
+	unsigned int fd, hw = rsx_fdtab_hiwater();
+	struct rsx_sock *s;
+	int bell = -1;
+
+	for (fd = 0; fd < hw; fd++) {
+		s = rsx_fd_peek(fd);
+		if (!s || s->kind != RSX_SOCK_TCP || !s->conn ||
+		    !rsx_sock_tryget(s))
+			continue;
+		if (bell < 0)
+			bell = rsx_cm_bell_fd();
+		pthread_mutex_lock(&s->lock);
+		if (bell >= 0 && s->state == RSX_ST_UPGRADED && s->conn &&
+		    rsx_handoff_share(s, fd, bell))
+			rsx_info("fd %d: no hand-off slot: a fork child that "
+				 "uses it gets EIO", fd);
+		pthread_mutex_unlock(&s->lock);
+		rsx_sock_put(s);
+	}
+}
+
+/*
+ * The CM thread: the sockets that a fork child asked for go back to TCP.
+ * Returns 1 when one was busy (its lock held): soon again.  One that is
+ * still cutting over, or whose peer downgraded first and whose ring is not
+ * read yet, waits for the next round (the CM thread's tick).
+ */
+int rsx_fork_serve(void)
+{
+	struct rsx_sock *s;
+	int slot = 0, fd = -1, busy = 0;
+	struct rsx_conn *c;
+
+	while ((s = rsx_handoff_next(&slot, &fd))) {
+		if (pthread_mutex_trylock(&s->lock)) {
+			busy = 1;
+			rsx_sock_put(s);
+			continue;
+		}
+		c = s->conn;
+		if (!rsx_handoff_live(s) || fd < 0) {
+			;
+		} else if (s->state == RSX_ST_UPGRADED && c->peer_down) {
+			rsx_progress(s, fd);	/* settles once read */
+			rsx_down_settle(s, fd);
+		} else if (s->state != RSX_ST_UPGRADED || c->qp_ready) {
+			rsx_downgrade(s, fd, 0);
+		}
+		pthread_mutex_unlock(&s->lock);
+		rsx_sock_put(s);
+	}
+	return busy;
+}
+
+/*
+ * A fork child uses s, which its parent holds on a QP: the parent takes it
+ * back to TCP first.  Under s->lock.  0: plain TCP now; -EIO: not usable.
+ */
+static int rsx_forked_use(struct rsx_sock *s)
+{
+	int ret = rsx_handoff_ask(s, rsx_config.linger_ms + 1000);
+
+	if (ret)
+		return ret;
+	rsx_sock_set_state(s, RSX_ST_TCP);
+	rsx_stat_inc(RSX_STAT_fork_handoffs);
+	return 0;
+}
+
+/* poll, select, epoll_ctl and shutdown of a fork child. */
+void rsx_sock_forked_use(struct rsx_sock *s)
+{
+	if (s->state == RSX_ST_FORKED)
+		rsx_forked_use(s);
 }
 
 /*
@@ -1874,6 +2059,7 @@ void rsx_fork_child_sockets(void)
 	struct rsx_sock *s;
 
 	rsx_probe_fork_child();
+	rsx_handoff_fork_child();	/* after: the parent's bell stays */
 	rsx_ready_fork_child();
 	rsx_conn_fork_child();
 	for (fd = 0; fd < hw; fd++) {

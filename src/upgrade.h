@@ -29,8 +29,11 @@ void rsx_sock_accepted(struct rsx_sock *s);
 void rsx_exit_flush(void);
 int rsx_sock_exec_downgrade(struct rsx_sock *s, int fd);
 void rsx_sock_rcvlowat(int fd, int val);
+void rsx_fork_share_sockets(void);
 void rsx_fork_child_sockets(void);
 void rsx_fork_parent_sockets(void);
+int rsx_fork_serve(void);
+void rsx_sock_forked_use(struct rsx_sock *s);
 
 /* Out of band (oob.h). */
 struct rsx_oob_pend;

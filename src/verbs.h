@@ -39,6 +39,9 @@ struct rsx_ibv {
 	 * GID table in one call, where ibv_query_gid() takes one system
 	 * call per index, valid or not (1024 per rxe port) */
 	__typeof__(_ibv_query_gid_table) *query_gid_table;
+	/* optional: fork safety of registered memory (dev.c) */
+	__typeof__(ibv_fork_init) *fork_init;
+	__typeof__(ibv_is_fork_initialized) *is_fork_initialized;
 };
 
 struct rsx_rdma {

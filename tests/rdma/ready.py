@@ -21,8 +21,9 @@ last; anything else is a failure (exit status 1).  Scenarios:
   prefork   server: two fork()ed workers accept on the inherited listener
             (two connections each); client: four connections in a row
   forkconn  server: accept, fork, the child talks (three connections)
-  forkinherit  server: fork after the upgrade; the child's use of the
-            parent's connection fails with EIO, the parent goes on
+  forkinherit  server: fork after 50 kB went over the ring; the child
+            echoes the next 1000 bytes on the parent's connection, then the
+            parent the rest
   timing    poll() timeouts on an idle upgraded socket, POLLOUT going away
             when the peer's ring is full and back when it reads, POLLRDHUP
             and EOF after the peer's shutdown
@@ -464,15 +465,24 @@ def forkconn_server(ls):
 def forkinherit_server(ls):
     c, _ = ls.accept()
     c.sendall(c.recv(5))            # upgraded now
+    echo_n(c, 50000)                # over the ring
     pid = os.fork()
     if pid == 0:
-        try:
-            c.recv(1)
-        except OSError as e:
-            raise SystemExit(0 if e.errno == 5 else 2)   # EIO
-        raise SystemExit(3)
+        # the child echoes the next 1000 bytes on its parent's connection
+        # (which its parent hands back to TCP for it), the parent the rest
+        echo_n(c, 1000)
+        raise SystemExit(0)
     reap_kids([pid])
     echo_conn(c)
+
+
+def echo_n(c, left):
+    while left:
+        b = c.recv(min(left, 65536))
+        if not b:
+            raise SystemExit(2)
+        c.sendall(b)
+        left -= len(b)
 
 
 def echo_rounds(host, port, seed, conns):

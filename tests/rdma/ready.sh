@@ -14,6 +14,10 @@ in_vm || skip_all "runs only in the test VM (tests/vm/run.sh)"
 
 READY_PY=$abs_top_srcdir/tests/rdma/ready.py
 printf 'rdma connect * *\n' >"$tmpdir/rdma.conf"
+# Not a rule: a rule of rdma makes the first send wait for the probe, whose
+# deadline (1 s) is for real networks; the first probe of a process in the
+# emulated guest, beside other VMs, overran it (socat up stayed TCP).
+export RSOCKX_PROBE_TIMEOUT_MS=${RSOCKX_PROBE_TIMEOUT_MS:-10000}
 
 # scenario NAME MINPKTS [blocking] [VAR=VALUE...]: server on B, client on A
 # (the variables in the client's environment); results in $tmpdir/NAME.*
@@ -95,8 +99,8 @@ check "waiterspin: the second thread waited for the first's (naps), and went on 
 	test "$(stat_of "$tmpdir/waiterspin.cstats" naps)" -ge 1 -a \
 	"$(stat_of "$tmpdir/waiterspin.cstats" intr_restarts)" -ge 1
 # fork: connections accepted in pre-forked workers, or handed to a child
-# before their first byte, are upgraded in that process; a child's use of
-# a connection its parent upgraded fails with EIO (fallback_fork)
+# before their first byte, are upgraded in that process; a child that uses
+# a connection its parent upgraded has the parent hand it back to TCP
 scenario prefork 10 blocking
 check "prefork: four connections upgraded in the workers" \
 	test "$(stat_of "$tmpdir/prefork.sstats" upgraded)" = 4
@@ -104,8 +108,10 @@ scenario forkconn 10 blocking
 check "forkconn: three connections upgraded in the children" \
 	test "$(stat_of "$tmpdir/forkconn.sstats" upgraded)" = 3
 scenario forkinherit 10 blocking
-check "forkinherit: the child got EIO, counted" \
-	test "$(stat_of "$tmpdir/forkinherit.sstats" fallback_fork)" -ge 1
+check "forkinherit: the child took the connection over, on TCP (fallback_fork $(stat_of "$tmpdir/forkinherit.sstats" fallback_fork), fork_downgraded $(stat_of "$tmpdir/forkinherit.sstats" fork_downgraded), fork_handoffs $(stat_of "$tmpdir/forkinherit.sstats" fork_handoffs))" \
+	test "$(stat_of "$tmpdir/forkinherit.sstats" fallback_fork)" -ge 1 -a \
+	     "$(stat_of "$tmpdir/forkinherit.sstats" fork_downgraded)" = 1 -a \
+	     "$(stat_of "$tmpdir/forkinherit.sstats" fork_handoffs)" = 1
 check "timing: the ring filled (about 256 KiB) before EAGAIN" \
 	grep -Eq 'filled (2[0-9]{5}|[3-9][0-9]{5})' "$tmpdir/timing.client"
 

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,16 +24,44 @@ static size_t reg_limit = SIZE_MAX;	/* a fake RLIMIT_MEMLOCK */
 static size_t last_map_len;
 static uint32_t next_key = 100;
 
+/* the library's own mapping: what fork does with it is under test */
 static void *f_map(size_t len)
 {
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *p = rsx_mempool_map(len);
 
-	if (p == MAP_FAILED)
+	if (!p)
 		return NULL;
 	n_map++;
 	last_map_len = len;
 	return p;
+}
+
+/*
+ * In /proc/self/smaps: 0 when no mapping holds addr, 1 when one does, 2
+ * when it is also kept out of fork children (VmFlags "dc").
+ */
+static int map_state(const void *addr)
+{
+	unsigned long lo, hi, a = (unsigned long)addr;
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512];
+	int in = 0, ret = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+			in = a >= lo && a < hi;
+			if (in)
+				ret = 1;
+		} else if (in && !strncmp(line, "VmFlags:", 8)) {
+			if (strstr(line, " dc"))
+				ret = 2;
+			break;
+		}
+	}
+	fclose(f);
+	return ret;
 }
 
 static void f_unmap(void *addr, size_t len)
@@ -267,7 +296,16 @@ int main(void)
 
 	/* --- fork: the child never reuses the parent's registered chunks --- */
 	ok(!rsx_mempool_alloc(&mp, RING, &b[0]), "a block before fork");
+	is_int(map_state(b[0].addr), 2, "its chunk is kept out of fork "
+	       "children (MADV_DONTFORK: smaps VmFlags dc)");
 	fflush(stdout);
+	pid = fork();
+	if (pid == 0)
+		_exit(map_state(b[0].addr));
+	waitpid(pid, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	   "a fork child has no copy of it (a write of the parent's can "
+	   "never move a page away from the device)");
 	pid = fork();
 	if (pid == 0) {
 		i = n_reg;

@@ -1,0 +1,163 @@
+#!/usr/bin/python3
+# A connection upgraded before fork() (tests/rdma/fork.sh).
+#
+#   fork.py server ADDR PORT echo|fork OUT
+#       accepts one connection and echoes every byte until EOF, then
+#       writes "BYTES SHA256" of what it received to OUT.  "fork": after
+#       the first phase it forks; the child echoes the rest, the parent
+#       closes its copy at once and waits.
+#   fork.py client ADDR PORT BIND SCENARIO OUT
+#       three phases of echoed records on one connection, with a fork
+#       after the first:
+#         plain   no fork (the server forks)
+#         child   the child runs phase 2 and exits; the parent phase 3
+#         idle    the child never touches the socket; the parent runs
+#                 phases 2 and 3 meanwhile
+#         daemon  the parent exits at once; the child runs phases 2 and 3
+#       Whoever ends last writes "BYTES SHA256" of all it sent to OUT, or
+#       "FAIL why".
+#
+# The client sends a record, then reads its echo: nothing waits in a ring
+# at the fork but what the peer's echo has not taken yet.
+import hashlib
+import os
+import random
+import socket
+import sys
+import time
+
+PHASE = [300000, 200000, 250000]
+REC = 16384
+
+
+def phase_bytes(n):
+    return random.Random(n).randbytes(PHASE[n])
+
+
+def echo_phase(s, n):
+    data = phase_bytes(n)
+    for off in range(0, len(data), REC):
+        rec = data[off:off + REC]
+        s.sendall(rec)
+        got = b""
+        while len(got) < len(rec):
+            b = s.recv(len(rec) - len(got))
+            if not b:
+                raise RuntimeError("phase %d: EOF at %d" % (n, off))
+            got += b
+        if got != rec:
+            raise RuntimeError("phase %d: echo differs at %d" % (n, off))
+
+
+def finish(s, out):
+    s.shutdown(socket.SHUT_WR)
+    if s.recv(1) != b"":
+        raise RuntimeError("bytes after the last echo")
+    h = hashlib.sha256()
+    for n in range(3):
+        h.update(phase_bytes(n))
+    with open(out, "w") as f:
+        f.write("%d %s\n" % (sum(PHASE), h.hexdigest()))
+
+
+def fail(out, why):
+    with open(out, "w") as f:
+        f.write("FAIL %s\n" % why)
+
+
+def client(addr, port, bind, scen, out):
+    s = socket.create_connection((addr, port), source_address=(bind, 0))
+    echo_phase(s, 0)
+    if scen == "plain":
+        echo_phase(s, 1)
+        echo_phase(s, 2)
+        finish(s, out)
+        return 0
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if scen == "child":
+                echo_phase(s, 1)
+            elif scen == "idle":
+                time.sleep(0.5)
+            elif scen == "daemon":
+                deadline = time.time() + 20
+                while os.getppid() == parent and time.time() < deadline:
+                    time.sleep(0.01)
+                echo_phase(s, 1)
+                echo_phase(s, 2)
+                finish(s, out)
+        except Exception as e:      # noqa: BLE001 (reported to the shell)
+            fail(out, "child: %s" % e)
+            sys.exit(1)
+        sys.exit(0)                 # exit(): rsockx writes its counters
+    if scen == "daemon":
+        return 0                    # exit: the child goes on alone
+    if scen == "child":
+        _, st = os.waitpid(pid, 0)
+        if st != 0:
+            return 1
+    else:
+        echo_phase(s, 1)
+    echo_phase(s, 2)
+    if scen == "idle":
+        _, st = os.waitpid(pid, 0)
+        if st != 0:
+            fail(out, "idle child failed")
+            return 1
+    finish(s, out)
+    return 0
+
+
+def serve(c, h):
+    n = 0
+    while True:
+        b = c.recv(65536)
+        if not b:
+            return n
+        h.update(b)
+        n += len(b)
+        c.sendall(b)
+
+
+def server(addr, port, mode, out):
+    lst = socket.create_server((addr, port), family=socket.AF_INET)
+    # the listener stays open: its port answers the client's probe
+    c, _ = lst.accept()
+    h = hashlib.sha256()
+    n = 0
+    if mode == "fork":
+        while n < PHASE[0]:
+            b = c.recv(min(65536, PHASE[0] - n))
+            if not b:
+                break
+            h.update(b)
+            n += len(b)
+            c.sendall(b)
+        pid = os.fork()
+        if pid:
+            c.close()               # the child holds the connection
+            _, st = os.waitpid(pid, 0)
+            return 0 if st == 0 else 1
+    n += serve(c, h)
+    c.close()
+    with open(out, "w") as f:
+        f.write("%d %s\n" % (n, h.hexdigest()))
+    return 0
+
+
+def main():
+    if sys.argv[1] == "server":
+        return server(sys.argv[2], int(sys.argv[3]), sys.argv[4],
+                      sys.argv[5])
+    try:
+        return client(sys.argv[2], int(sys.argv[3]), sys.argv[4],
+                      sys.argv[5], sys.argv[6])
+    except Exception as e:          # noqa: BLE001
+        fail(sys.argv[6], "client: %s" % e)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+#!/bin/bash
+# A connection upgraded before fork() keeps working in parent and child,
+# like TCP (tests/rdma/fork.py).  Three phases of echoed records on one
+# connection, with a fork after the first, both ends under librsockx, the
+# client's rules saying rdma (upgraded from its first byte):
+#   child   the client's child runs phase 2 (its parent takes the
+#           connection back to TCP when the child asks), the parent phase 3
+#   idle    the child never touches it: the parent stays on RDMA
+#   daemon  the client's parent exits at once (it downgrades on the way
+#           out); the child goes on alone
+#   srvfork the server forks and closes its copy (it downgrades instead of
+#           ending the stream); the server's child echoes the rest
+# Checked: every byte (sha256 at both ends), bytes over RDMA before the
+# fork (rsockx and rxe counters), the hand-off counted where it happens,
+# no connection lost.
+# vm-exclusive: yes
+# vm-timeout: 300
+. "$abs_top_srcdir/tests/lib.sh"
+. "$abs_top_srcdir/tests/vm/lib.sh"
+. "$abs_top_srcdir/tests/rdma/stream-lib.sh"
+in_vm || skip_all "runs only in the test VM (tests/vm/run.sh)"
+
+FORKPY=$abs_top_srcdir/tests/rdma/fork.py
+# The client's first send waits for its probe (rules say rdma), so that
+# the HELLO leads the stream; the first probe of a process in the
+# emulated guest may take longer than the default second.
+export RSOCKX_PROBE_TIMEOUT_MS=10000
+printf 'rdma connect * *\n' >"$tmpdir/rdma.conf"
+
+# wait_file FILE SECONDS: until FILE has a line
+wait_file() {
+	local i
+	for ((i = 0; i < $2 * 10; i++)); do
+		[ -s "$1" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+for scen in ${RSOCKX_FORK_SCENARIOS:-child idle daemon srvfork}; do
+	d=$tmpdir/$scen
+	mkdir -p "$d"
+	smode=echo cscen=$scen
+	[ $scen = srvfork ] && smode=fork cscen=plain
+	port=$(vm_port)
+	snap=$(rxe_snap)
+	timeout 120 env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_CONF= \
+		RSOCKX_STATS_FILE="$d/sstats" \
+		"$PYTHON" "$FORKPY" server $HOST_B $port $smode "$d/sout" &
+	spid=$!
+	wait_listen $port || bail "$scen: server did not listen"
+	timeout 120 env LD_PRELOAD="$RSOCKX_PRELOAD" \
+		RSOCKX_CONF="$tmpdir/rdma.conf" RSOCKX_STATS_FILE="$d/cstats" \
+		"$PYTHON" "$FORKPY" client $HOST_B $port $HOST_A $cscen "$d/cout"
+	rc=$?
+	wait_file "$d/cout" 60
+	reap $spid 60
+	wait_file "$d/sout" 5
+	check "$scen: the client ended well (exit $rc: $(head -c 200 "$d/cout"))" \
+		test $rc = 0 -a -s "$d/cout" -a "$(cut -c1-4 "$d/cout")" != FAIL
+	check "$scen: the server got exactly the client's bytes ($(cat "$d/sout") / $(cat "$d/cout"))" \
+		cmp -s "$d/sout" "$d/cout"
+	check "$scen: both ends upgraded" \
+		test "$(stat_of $d/cstats upgraded)" -ge 1 -a "$(stat_of $d/sstats upgraded)" -ge 1
+	check "$scen: bytes over RDMA both ways (client rx $(stat_of $d/cstats rdma_rx_bytes), server rx $(stat_of $d/sstats rdma_rx_bytes))" \
+		test "$(stat_of $d/cstats rdma_rx_bytes)" -ge 100000 -a \
+		     "$(stat_of $d/sstats rdma_rx_bytes)" -ge 100000
+	check "$scen: the rxe devices carried them ($(rxe_total "$snap") packets)" \
+		test "$(rxe_total "$snap")" -gt 100
+	check "$scen: no connection broke or was lost (conn_errors $(stat_of $d/cstats conn_errors)/$(stat_of $d/sstats conn_errors), fork_lost $(stat_of $d/cstats fork_lost)/$(stat_of $d/sstats fork_lost))" \
+		test "$(stat_of $d/cstats conn_errors)$(stat_of $d/sstats conn_errors)$(stat_of $d/cstats fork_lost)$(stat_of $d/sstats fork_lost)" = 0000
+	cf=$(stat_of $d/cstats fork_downgraded) sf=$(stat_of $d/sstats fork_downgraded)
+	ch=$(stat_of $d/cstats fork_handoffs) sh=$(stat_of $d/sstats fork_handoffs)
+	case $scen in
+	child|daemon)
+		check "$scen: the client's parent went back to TCP for its child, the child took it over (fork_downgraded $cf, fork_handoffs $ch)" \
+			test "$cf" = 1 -a "$ch" = 1
+		check "$scen: the server went back to TCP after the client's parent (peer_downgrades $(stat_of $d/sstats peer_downgrades))" \
+			test "$(stat_of $d/sstats peer_downgrades)" = 1 ;;
+	idle)
+		check "$scen: nothing handed over (fork_downgraded $cf, fork_handoffs $ch)" \
+			test "$cf$ch" = 00
+		# phases 2 and 3 are 450 kB, after the fork: on the ring too
+		check "$scen: the parent stayed on RDMA after the fork (client rdma_tx_bytes $(stat_of $d/cstats rdma_tx_bytes))" \
+			test "$(stat_of $d/cstats rdma_tx_bytes)" -ge 600000 ;;
+	srvfork)
+		check "$scen: the server's parent went back to TCP at its close, the child took it over (fork_downgraded $sf, fork_handoffs $sh)" \
+			test "$sf" = 1 -a "$sh" = 1
+		check "$scen: the client went back to TCP after it (peer_downgrades $(stat_of $d/cstats peer_downgrades))" \
+			test "$(stat_of $d/cstats peer_downgrades)" = 1 ;;
+	esac
+	[ "${RSOCKX_FORK_SHOW:-}" = 1 ] && sed "s/^/  $scen: /" $d/sstats $d/cstats >&2
+done
+done_testing

@@ -1,0 +1,58 @@
+#!/bin/bash
+# close() and exit() are bounded, and sleep, when the peer does not
+# answer: the client's rules say rdma, so its HELLO leads the stream, and
+# the server (under rsockx too) reads nothing, so its library never
+# answers.  At close and exit the client waits for that answer (which
+# must not be left for the kernel to reset the connection with) at most
+# RSOCKX_LINGER_MS, 2 s here (tests/rdma/linger.py).
+#   close: after a send that timed out (SO_SNDTIMEO 0.2 s): at most the
+#          linger, asleep (CPU time of the close well under its wall time).
+#   exit:  four such connections open at exit: one RSOCKX_LINGER_MS for
+#          all of them, not one each (8 s before).
+# vm-exclusive: yes
+# vm-timeout: 200
+. "$abs_top_srcdir/tests/lib.sh"
+. "$abs_top_srcdir/tests/vm/lib.sh"
+. "$abs_top_srcdir/tests/rdma/stream-lib.sh"
+in_vm || skip_all "runs only in the test VM (tests/vm/run.sh)"
+
+py=$abs_top_srcdir/tests/rdma/linger.py
+printf 'rdma connect * *\n' >"$tmpdir/rdma.conf"
+export RSOCKX_PROBE_TIMEOUT_MS=10000
+
+for run in close:1 exit:4; do
+	how=${run%:*} n=${run#*:}
+	port=$(vm_port)
+	timeout 60 env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_CONF= \
+		RSOCKX_STATS_FILE="$tmpdir/$how.sstats" \
+		"$PYTHON" "$py" server $HOST_B $port $n 15 &
+	spid=$!
+	wait_listen $port || bail "$how: server did not listen"
+	timeout 60 env LD_PRELOAD="$RSOCKX_PRELOAD" \
+		RSOCKX_CONF="$tmpdir/rdma.conf" RSOCKX_LINGER_MS=2000 \
+		"$PYTHON" "$py" client $HOST_B $port $HOST_A $n $how \
+		>"$tmpdir/$how.out" 2>&1
+	rc=$?
+	end=$(date +%s.%N)
+	reap $spid 30
+	sed "s/^/  $how: /" "$tmpdir/$how.out" >&2
+	check "$how: the client ended well ($rc)" test $rc = 0
+	check "$how: the client's sends filled TCP on all $n" \
+		test "$(grep -c '^sent [1-9]' "$tmpdir/$how.out")" = $n
+	check "$how: the server's library never saw a HELLO" \
+		test "$(stat_of $tmpdir/$how.sstats hello_received)" = 0
+	if [ $how = close ]; then
+		wall=$(awk '/^close wall/ { print $3 }' "$tmpdir/$how.out")
+		cpu=$(awk '/^close wall/ { print $5 }' "$tmpdir/$how.out")
+		check "close: waited for the answer, at most RSOCKX_LINGER_MS and some (${wall:-?} s)" \
+			awk -v w="${wall:-99}" 'BEGIN { exit !(w >= 1.9 && w < 3.5) }'
+		check "close: it slept, it did not spin (${cpu:-?} s of CPU in ${wall:-?} s)" \
+			awk -v w="${wall:-0}" -v c="${cpu:-99}" 'BEGIN { exit !(c < 0.5 && c < w / 3) }'
+	else
+		t0=$(awk '/^exiting/ { print $2 }' "$tmpdir/$how.out")
+		took=$(awk -v a="${t0:-0}" -v b="$end" 'BEGIN { printf "%.2f", b - a }')
+		check "exit: one RSOCKX_LINGER_MS for all four, not one each ($took s)" \
+			awk -v t="$took" 'BEGIN { exit !(t < 4.5) }'
+	fi
+done
+done_testing
