@@ -22,6 +22,32 @@ RSX_EXPORT int close(int fd)
 	return ret;
 }
 
+/*
+ * fclose() of a stream that fdopen() made of a socket closes the socket
+ * inside libc, past close(): the socket's slot goes first, as at close(),
+ * so that the number, once reused, never reaches the old connection.  (The
+ * stream's own buffered bytes go by libc's internal write(), past rsockx:
+ * stdio on upgraded sockets is not supported, librsockx(7).)
+ */
+RSX_EXPORT int fclose(FILE *stream)
+{
+	struct rsx_sock *old = NULL;
+	int fd = -1, ret;
+
+	if (stream && !rsx_guarded())
+		fd = fileno(stream);
+	rsx_trace_call("fclose", fd);
+	if (fd >= 0 && unlikely(rsx_fd_peek(fd) != NULL)) {
+		fflush(stream);		/* its bytes before the socket ends */
+		if (rsx_close_begin(fd, &old))
+			old = NULL;	/* an fd of ours: not the program's */
+	}
+	ret = RSX_REAL(fclose)(stream);
+	if (old)
+		RSX_KEEP_ERRNO(rsx_close_end(old));
+	return ret;
+}
+
 RSX_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
 	rsx_trace_call("close_range", first);

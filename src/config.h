@@ -67,6 +67,7 @@ struct rsx_config {
 	int qp_timeout_ms;	/* RSOCKX_QP_TIMEOUT_MS: unanswered QP fails */
 	uint8_t qp_timeout;	/* its local ACK timeout exponent (qa.timeout) */
 	uint32_t max_qps;	/* RSOCKX_MAX_QPS: held at once, 0: no limit */
+	uint64_t pin_max;	/* RSOCKX_PIN_MAX: pool bytes pinned, 0: no cap */
 	int tclass;		/* RSOCKX_TCLASS: GRH traffic class (DSCP, ECN) */
 	int sl;			/* RSOCKX_SL: service level (priority) */
 	int oob;		/* RSOCKX_OOB: upgrades out of band (oob.h) */

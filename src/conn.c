@@ -314,8 +314,6 @@ err:
 /* Tears everything down; the peer's rkey for our ring dies with ring_mr. */
 void rsx_conn_destroy(struct rsx_conn *c)
 {
-	struct rsx_sock *old;
-
 	rsx_live_del(c);
 	rsx_guard_enter();
 	if (c->qp) {
@@ -325,8 +323,7 @@ void rsx_conn_destroy(struct rsx_conn *c)
 	if (c->cq)
 		rsx_ibv.destroy_cq(c->cq);
 	if (c->chan) {
-		old = rsx_fd_take(c->chan->fd);
-		(void)old;	/* the private sentinel: nothing to drop */
+		rsx_fd_private_drop(c->chan->fd);	/* closed in there */
 		rsx_ibv.destroy_comp_channel(c->chan);
 	}
 	/* the QP is gone: no write is under way when the grant goes */
@@ -337,8 +334,7 @@ void rsx_conn_destroy(struct rsx_conn *c)
 	/* the ring pool zeroes the ring and control area for the next user */
 	rsx_mempool_free(c->dev->ring_pool, &c->rxblk);
 	rsx_mempool_free(c->dev->stage_pool, &c->txblk);
-	rsx_fd_take(c->kick_fd);
-	rsx_libc.close(c->kick_fd);
+	rsx_fd_private_close(c->kick_fd);
 	rsx_guard_leave();
 	rsx_qp_slot_give(c);
 	free(c);

@@ -147,6 +147,7 @@ struct rsx_conn {
 	uint8_t down_sent;	/* we sent our DOWNGRADE: no more QP */
 	uint8_t down_shut;	/* our FIN went again, as TCP's shutdown */
 	uint8_t keep;		/* dropped at exec under a sleeper: never freed */
+	uint8_t tcp_reset;	/* broken: the TCP connection was reset */
 	uint8_t oob;		/* upgraded out of band: CUTOVER proves */
 	uint8_t proved;		/* the peer's CUTOVER proof held */
 	uint64_t tx_sum;	/* FNV-1a of tx_tcp's bytes (oob) */

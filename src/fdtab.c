@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -17,12 +18,18 @@ static _Atomic int rsx_fdtab_state;
 
 static struct rsx_sock rsx_private_sock = { .kind = RSX_SOCK_PRIVATE };
 
-#define RSX_PRIVATE_MAX 16
+/*
+ * rsockx's own descriptors are marked in the table itself (the private
+ * sentinel), as many as there are, for as long as they are open.  The few
+ * that can move when the program dup2()s onto their number (the log's)
+ * have an owner here, updated when it moves; the rest cannot.
+ */
+#define RSX_PRIVATE_OWNERS 4
 static struct {
-	int fd;
-	int *owner;	/* updated when the fd has to move; NULL: cannot */
-} rsx_private[RSX_PRIVATE_MAX];
-static _Atomic int rsx_nprivate;
+	_Atomic int fd;		/* -1 (0 before the first use): free */
+	int *owner;
+} rsx_private_owner[RSX_PRIVATE_OWNERS];
+static pthread_mutex_t rsx_private_lock = PTHREAD_MUTEX_INITIALIZER;
 
 #define RSX_FDTAB_LIMIT (1u << 24)
 
@@ -223,14 +230,50 @@ int rsx_fd_move_high(int fd)
 
 void rsx_fd_set_private(int fd, int *owner)
 {
-	int i = atomic_load(&rsx_nprivate);
+	int i;
 
-	if (rsx_fdtab_ready() || i >= RSX_PRIVATE_MAX)
+	if (fd < 0 || rsx_fdtab_ready())
 		return;
-	rsx_private[i].fd = fd;
-	rsx_private[i].owner = owner;
-	atomic_store(&rsx_nprivate, i + 1);
+	if (owner) {
+		pthread_mutex_lock(&rsx_private_lock);
+		for (i = 0; i < RSX_PRIVATE_OWNERS; i++) {
+			if (rsx_private_owner[i].owner)
+				continue;
+			rsx_private_owner[i].owner = owner;
+			atomic_store(&rsx_private_owner[i].fd, fd);
+			break;
+		}
+		pthread_mutex_unlock(&rsx_private_lock);
+	}
 	rsx_fd_install(fd, &rsx_private_sock);
+}
+
+/* One of ours is about to be closed: its number is the program's again. */
+void rsx_fd_private_drop(int fd)
+{
+	int i;
+
+	if (fd < 0)
+		return;
+	if (rsx_fd_is_private(fd))
+		rsx_fd_take(fd);
+	pthread_mutex_lock(&rsx_private_lock);
+	for (i = 0; i < RSX_PRIVATE_OWNERS; i++) {
+		if (rsx_private_owner[i].owner &&
+		    atomic_load(&rsx_private_owner[i].fd) == fd) {
+			rsx_private_owner[i].owner = NULL;
+			atomic_store(&rsx_private_owner[i].fd, -1);
+		}
+	}
+	pthread_mutex_unlock(&rsx_private_lock);
+}
+
+void rsx_fd_private_close(int fd)
+{
+	if (fd < 0)
+		return;
+	rsx_fd_private_drop(fd);
+	rsx_libc.close(fd);
 }
 
 int rsx_fd_is_private(int fd)
@@ -243,13 +286,12 @@ int rsx_fd_is_private(int fd)
 /* Smallest private fd >= from, or -1. */
 int rsx_fd_private_next(int from)
 {
-	int i, n = atomic_load(&rsx_nprivate), best = -1;
+	unsigned int fd, hw = rsx_fdtab_hiwater();
 
-	for (i = 0; i < n; i++)
-		if (rsx_private[i].fd >= from &&
-		    (best < 0 || rsx_private[i].fd < best))
-			best = rsx_private[i].fd;
-	return best;
+	for (fd = from < 0 ? 0 : from; fd < hw; fd++)
+		if (rsx_fd_is_private(fd))
+			return fd;
+	return -1;
 }
 
 /*
@@ -259,22 +301,24 @@ int rsx_fd_private_next(int from)
  */
 int rsx_fd_private_relocate(int fd)
 {
-	int i, n = atomic_load(&rsx_nprivate), nfd;
+	int i, nfd, ret = -EBUSY;
 
-	for (i = 0; i < n; i++) {
-		if (rsx_private[i].fd != fd)
+	pthread_mutex_lock(&rsx_private_lock);
+	for (i = 0; i < RSX_PRIVATE_OWNERS; i++) {
+		if (!rsx_private_owner[i].owner ||
+		    atomic_load(&rsx_private_owner[i].fd) != fd)
 			continue;
-		if (!rsx_private[i].owner)
-			return -EBUSY;
 		nfd = rsx_libc.fcntl(fd, F_DUPFD_CLOEXEC, rsx_fd_private_base());
 		if (nfd < 0 || nfd == fd)
-			return -EBUSY;
+			break;
 		rsx_fd_install(nfd, &rsx_private_sock);
-		*rsx_private[i].owner = nfd;
-		rsx_private[i].fd = nfd;
+		*rsx_private_owner[i].owner = nfd;
+		atomic_store(&rsx_private_owner[i].fd, nfd);
 		rsx_fd_take(fd);
 		rsx_libc.close(fd);
-		return 0;
+		ret = 0;
+		break;
 	}
-	return 0;
+	pthread_mutex_unlock(&rsx_private_lock);
+	return ret;
 }

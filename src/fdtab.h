@@ -56,6 +56,8 @@ int rsx_fd_private_base(void);
 void rsx_fd_set_private(int fd, int *owner);
 int rsx_fd_is_private(int fd);
 int rsx_fd_private_relocate(int fd);
+void rsx_fd_private_drop(int fd);
+void rsx_fd_private_close(int fd);
 int rsx_fd_private_next(int from);
 int rsx_fd_move_high(int fd);
 

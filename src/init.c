@@ -36,7 +36,9 @@ static void rsx_env_num(const char *name, uint64_t min, uint64_t max,
 			 (unsigned long long)min, (unsigned long long)max);
 		return;
 	}
-	if (size == sizeof(uint32_t))
+	if (size == sizeof(uint64_t))
+		*(uint64_t *)out = v;
+	else if (size == sizeof(uint32_t))
 		*(uint32_t *)out = v;
 	else
 		*(int *)out = v;
@@ -87,6 +89,15 @@ static void rsx_init_tunables(void)
 		    &c->oob_timeout_ms, sizeof(int));
 	rsx_env_num("RSOCKX_MAX_QPS", 0, UINT32_MAX, 0, &c->max_qps,
 		    sizeof(uint32_t));
+	/*
+	 * What a process pins for its rings and staging buffers: the kernel's
+	 * RLIMIT_MEMLOCK bounds only processes without CAP_IPC_LOCK, and with
+	 * /etc/ld.so.preload every daemon that accepts TCP runs rsockx; past
+	 * this, connections stay TCP (fallback_pinned).
+	 */
+	c->pin_max = 1ull << 30;
+	rsx_env_num("RSOCKX_PIN_MAX", 0, UINT64_MAX, 0, &c->pin_max,
+		    sizeof(uint64_t));
 	/* lossless (PFC) and ECN fabrics put RDMA in a class of its own */
 	rsx_env_num("RSOCKX_TCLASS", 0, 255, 0, &c->tclass, sizeof(int));
 	rsx_env_num("RSOCKX_SL", 0, 15, 0, &c->sl, sizeof(int));

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "log.h"
 #include "mempool.h"
 #include "stats.h"
@@ -63,6 +64,13 @@ static const struct rsx_mp_ops rsx_mp_default_ops = {
 };
 
 /*
+ * Bytes of chunks, every pool's: all of them get pinned, the staging pool's
+ * as whole chunks, the ring pool's ring by ring (each its own MR, so that
+ * its rkey reaches nothing else).  RSOCKX_PIN_MAX caps them.
+ */
+static _Atomic uint64_t rsx_mp_pinned;
+
+/*
  * Every pool, for the fork child: it must not hand out the parent's
  * registered memory (the device's pinned pages are the parent's, the
  * child's copies are others), and another parent thread may have held a
@@ -80,6 +88,7 @@ static void rsx_mp_fork_child(void)
 	int i;
 
 	pthread_mutex_init(&rsx_mp_reg_lock, NULL);
+	atomic_store(&rsx_mp_pinned, 0);	/* the parent's are not here */
 	for (i = 0; i < RSX_MP_MAXPOOLS; i++) {
 		mp = rsx_mp_pools[i];
 		if (!mp)
@@ -158,6 +167,7 @@ static void rsx_mp_release(struct rsx_mempool *mp, struct rsx_mp_chunk *ch)
 	mp->bytes -= ch->len;
 	rsx_stat_inc(RSX_STAT_pool_chunks_freed);
 	rsx_stat_add(RSX_STAT_pool_bytes, -(uint64_t)ch->len);
+	atomic_fetch_sub(&rsx_mp_pinned, ch->len);
 	rsx_dbg("%s pool: chunk of %zu bytes released", mp->name, ch->len);
 	free(ch);
 }
@@ -165,8 +175,17 @@ static void rsx_mp_release(struct rsx_mempool *mp, struct rsx_mp_chunk *ch)
 static struct rsx_mp_chunk *rsx_mp_new_chunk(struct rsx_mempool *mp,
 					     size_t len, int *err)
 {
-	struct rsx_mp_chunk *ch = calloc(1, sizeof(*ch));
+	struct rsx_mp_chunk *ch;
 
+	if (rsx_config.pin_max &&
+	    atomic_load(&rsx_mp_pinned) + len > rsx_config.pin_max) {
+		rsx_info("%s pool: %zu bytes more would pass RSOCKX_PIN_MAX "
+			 "(%llu)", mp->name, len,
+			 (unsigned long long)rsx_config.pin_max);
+		*err = -ENOSR;
+		return NULL;
+	}
+	ch = calloc(1, sizeof(*ch));
 	if (!ch) {
 		*err = -ENOMEM;
 		return NULL;
@@ -187,6 +206,7 @@ static struct rsx_mp_chunk *rsx_mp_new_chunk(struct rsx_mempool *mp,
 			goto err_unmap;
 		}
 	}
+	atomic_fetch_add(&rsx_mp_pinned, len);
 	mp->bytes += len;
 	rsx_stat_inc(RSX_STAT_pool_chunks);
 	rsx_stat_add(RSX_STAT_pool_bytes, len);

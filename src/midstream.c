@@ -55,8 +55,7 @@ void rsx_wake_close(struct rsx_sock *s)
 {
 	if (s->wake_fd < 0 || s->wake_users || rsx_may_move(s))
 		return;
-	rsx_fd_take(s->wake_fd);
-	rsx_libc.close(s->wake_fd);
+	rsx_fd_private_close(s->wake_fd);
 	s->wake_fd = -1;
 }
 
@@ -381,8 +380,7 @@ int rsx_sock_oob_start(struct rsx_sock *s, int fd, int yes,
 	}
 	ret = rsx_conn_create(dev, rsx_config.ring_size, &s->conn);
 	if (ret) {
-		rsx_to_tcp(s, ret == -EDQUOT ? RSX_STAT_fallback_qp_limit :
-			   RSX_STAT_fallback_resources);
+		rsx_to_tcp(s, rsx_fallback_of(ret));
 		goto out;
 	}
 	/* the CM request comes from our address, from a port of its own */

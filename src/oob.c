@@ -288,8 +288,7 @@ void rsx_oob_sock_free(struct rsx_sock *s)
 	rsx_oob_drop(s->oob);
 	s->oob = NULL;
 	if (s->wake_fd >= 0) {
-		rsx_fd_take(s->wake_fd);
-		rsx_libc.close(s->wake_fd);
+		rsx_fd_private_close(s->wake_fd);
 		s->wake_fd = -1;
 	}
 }

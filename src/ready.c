@@ -221,8 +221,10 @@ static int rsx_watch_start(void)
 		rsx_watch_state = -errno;
 		return rsx_watch_state;
 	}
+	rsx_fd_set_private(rsx_watch_epfd, NULL);
 	rsx_watch_kick_fd = rsx_fd_move_high(eventfd(0, EFD_NONBLOCK |
 						     EFD_CLOEXEC));
+	rsx_fd_set_private(rsx_watch_kick_fd, NULL);
 	if (rsx_watch_kick_fd < 0 ||
 	    rsx_libc.epoll_ctl(rsx_watch_epfd, EPOLL_CTL_ADD,
 			       rsx_watch_kick_fd, &ev)) {
@@ -238,10 +240,9 @@ static int rsx_watch_start(void)
 
 err_kick:
 	rsx_info("readiness watcher: cannot start: %s", strerror(-ret));
-	if (rsx_watch_kick_fd >= 0)
-		rsx_libc.close(rsx_watch_kick_fd);
+	rsx_fd_private_close(rsx_watch_kick_fd);
 	rsx_watch_kick_fd = -1;
-	rsx_libc.close(rsx_watch_epfd);
+	rsx_fd_private_close(rsx_watch_epfd);
 	rsx_watch_epfd = -1;
 	return ret;	/* tried again next time */
 }
@@ -374,6 +375,8 @@ int rsx_ready_on(struct rsx_sock *s, int fd)
 	}
 	r->x = rsx_fd_move_high(sv[0]);
 	r->y = rsx_fd_move_high(sv[1]);
+	rsx_fd_set_private(r->x, NULL);
+	rsx_fd_set_private(r->y, NULL);
 	/* the kernel rounds this up to its minimum (about 4.5 KiB) */
 	rsx_libc.setsockopt(r->x, SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
 	/* high among ours if there is room (64 fds under a limit of 1024) */
@@ -384,6 +387,7 @@ int rsx_ready_on(struct rsx_sock *s, int fd)
 		ret = -errno;
 		goto err_pair;
 	}
+	rsx_fd_set_private(r->tcp, NULL);
 	ret = rsx_watch_add(s, r);
 	if (ret)
 		goto err_tcp;
@@ -392,10 +396,10 @@ int rsx_ready_on(struct rsx_sock *s, int fd)
 	return r->x;
 
 err_tcp:
-	rsx_libc.close(r->tcp);
+	rsx_fd_private_close(r->tcp);
 err_pair:
-	rsx_libc.close(r->x);
-	rsx_libc.close(r->y);
+	rsx_fd_private_close(r->x);
+	rsx_fd_private_close(r->y);
 err_free:
 	free(r);
 	rsx_info("fd %d: no readiness for poll/epoll: %s", fd,
@@ -405,9 +409,9 @@ err_free:
 
 static void rsx_ready_free(struct rsx_ready *r)
 {
-	rsx_libc.close(r->x);
-	rsx_libc.close(r->y);
-	rsx_libc.close(r->tcp);
+	rsx_fd_private_close(r->x);
+	rsx_fd_private_close(r->y);
+	rsx_fd_private_close(r->tcp);
 	free(r);
 }
 
@@ -1046,8 +1050,7 @@ int rsx_select_poll(int nfds, fd_set *r, fd_set *w, fd_set *e,
 void rsx_ready_fork_child(void)
 {
 	pthread_mutex_init(&rsx_watch_lock, NULL);
-	if (rsx_watch_epfd >= 0)
-		rsx_libc.close(rsx_watch_epfd);
+	rsx_fd_private_close(rsx_watch_epfd);
 	rsx_watch_epfd = -1;
 	rsx_watch_state = 0;
 	if (rsx_watch)
@@ -1057,7 +1060,6 @@ void rsx_ready_fork_child(void)
 	atomic_store(&rsx_ready_sleepers, 0);
 	atomic_store(&rsx_watch_unarmed, 0);
 	atomic_store(&rsx_watch_forever, 0);
-	if (rsx_watch_kick_fd >= 0)
-		rsx_libc.close(rsx_watch_kick_fd);
+	rsx_fd_private_close(rsx_watch_kick_fd);
 	rsx_watch_kick_fd = -1;
 }

@@ -78,7 +78,8 @@
 	X(fallback_oob)		/* stayed TCP: out-of-band upgrade failed */ \
 	X(fork_downgraded)	/* upgraded, back on TCP for a fork child */ \
 	X(fork_lost)		/* ... that could not be: shut down */	\
-	X(fork_handoffs)	/* child: a parent's connection, TCP now */
+	X(fork_handoffs)	/* child: a parent's connection, TCP now */ \
+	X(fallback_pinned)	/* stayed TCP: RSOCKX_PIN_MAX pinned already */
 
 enum rsx_stat {
 #define RSX_STAT_ENUM(name) RSX_STAT_##name,

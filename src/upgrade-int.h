@@ -35,6 +35,18 @@ static inline int rsx_may_move(const struct rsx_sock *s)
 	       s->state == RSX_ST_SERVER_STRIP;
 }
 
+/*
+ * Why a connection stays TCP when rsx_conn_create() or rsx_conn_connect()
+ * failed with err: RSOCKX_MAX_QPS (-EDQUOT), RSOCKX_PIN_MAX (-ENOSR, from
+ * the pools), or anything else.
+ */
+static inline enum rsx_stat rsx_fallback_of(int err)
+{
+	return err == -EDQUOT ? RSX_STAT_fallback_qp_limit :
+	       err == -ENOSR ? RSX_STAT_fallback_pinned :
+			       RSX_STAT_fallback_resources;
+}
+
 /* upgrade.c */
 ssize_t rsx_tcp_io(int fd, const struct iovec *iov, int iovcnt, size_t skip,
 		   size_t len, int flags, int send);

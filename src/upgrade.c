@@ -491,9 +491,7 @@ int rsx_client_start(struct rsx_sock *s, int fd, int nonblock)
 		}
 		ret = rsx_conn_create(dev, rsx_config.ring_size, &s->conn);
 		if (ret) {
-			rsx_to_tcp(s, ret == -EDQUOT ?
-				   RSX_STAT_fallback_qp_limit :
-				   RSX_STAT_fallback_resources);
+			rsx_to_tcp(s, rsx_fallback_of(ret));
 			return 0;
 		}
 	}
@@ -613,10 +611,12 @@ static int rsx_client_answer(struct rsx_sock *s, int fd)
 		rsx_to_tcp(s, RSX_STAT_fallback_qp);
 		return 0;
 	}
-	if (rsx_conn_connect(c, &h) || rsx_conn_cutover(c)) {
+	ret = rsx_conn_connect(c, &h);
+	if (ret || rsx_conn_cutover(c)) {
 		/* nothing went over the QP: the server waits for a CUTOVER
 		 * that never comes and both directions stay TCP */
-		rsx_to_tcp(s, RSX_STAT_fallback_qp);
+		rsx_to_tcp(s, ret == -ENOSR ? RSX_STAT_fallback_pinned :
+					     RSX_STAT_fallback_qp);
 		return 0;
 	}
 	rsx_stat_inc(RSX_STAT_upgraded);
@@ -679,13 +679,15 @@ int rsx_server_conn(struct rsx_sock *s, int fd, const struct rsx_hello *hello,
 	}
 	ret = rsx_conn_create(dev, rsx_config.ring_size, &s->conn);
 	if (ret) {
-		if (ret == -EDQUOT)
-			*stat = RSX_STAT_fallback_qp_limit;
+		*stat = rsx_fallback_of(ret);
 		return RSX_NAK_RESOURCES;
 	}
 	s->conn->nonce = hello->nonce;
-	if (rsx_conn_connect(s->conn, hello))
-		return RSX_NAK_INTERNAL;
+	ret = rsx_conn_connect(s->conn, hello);
+	if (ret) {
+		*stat = rsx_fallback_of(ret);
+		return ret == -ENOSR ? RSX_NAK_RESOURCES : RSX_NAK_INTERNAL;
+	}
 	if (s->nepreg && rsx_ready_on(s, fd) < 0)
 		return RSX_NAK_RESOURCES;
 	return 0;
@@ -826,6 +828,30 @@ static int rsx_proved(struct rsx_conn *c)
 	}
 	c->proved = 1;
 	return 1;
+}
+
+/*
+ * The queue pair broke (c->err) while this direction still went over TCP.
+ * Bytes of either side may have been in flight on it (our ring writes, the
+ * peer's after its CUTOVER, which itself may be lost), so the stream cannot
+ * go on over TCP either: the call fails (ECONNRESET), and the peer gets a
+ * reset, as from a kernel whose connection broke, never a FIN that would
+ * read as the stream's end.  Once; calls after it fail with EPIPE or read
+ * the end.
+ */
+static int rsx_broken(struct rsx_conn *c, int fd)
+{
+	struct sockaddr sa = { .sa_family = AF_UNSPEC };
+
+	if (c->tcp_reset)
+		return 0;
+	c->tcp_reset = 1;
+	/* a TCP socket connected to AF_UNSPEC is disconnected: RST */
+	if (rsx_libc.connect(fd, &sa, sizeof(sa)))
+		rsx_libc.shutdown(fd, SHUT_RDWR);
+	rsx_info("fd %d: queue pair broken before the cut-over: TCP reset",
+		 fd);
+	return c->err;
 }
 
 /* All the peer's TCP bytes are read: its ring is next. */
@@ -1076,6 +1102,9 @@ static ssize_t rsx_up_recv(struct rsx_sock *s, int fd, const struct iovec *iov,
 			}
 			if (n != -EAGAIN)
 				return got ? (ssize_t)got : n;
+			/* no spin on a broken QP, no stream with a hole */
+			if (c->err)
+				return got ? (ssize_t)got : rsx_broken(c, fd);
 		} else {
 			n = rsx_conn_read(c, iov, iovcnt, got, len - got, peek);
 			got += n;
@@ -1156,6 +1185,12 @@ static ssize_t rsx_up_send(struct rsx_sock *s, int fd, const struct iovec *iov,
 		rsx_progress(s, fd);
 		if (s->wr_shut)
 			return sent ? (ssize_t)sent : rsx_epipe(flags);
+		if (!c->tx_ring && c->err && !c->peer_down) {
+			if (sent)
+				return sent;
+			return c->tcp_reset ? rsx_epipe(flags) :
+					      rsx_broken(c, fd);
+		}
 		if (!c->tx_ring) {
 			n = c->peer_down ? rsx_resend(s, fd) : 0;
 			if (n == -EPIPE)

@@ -267,6 +267,16 @@ static void sockets(void)
 	pt_check(fcntl(301, F_GETFD) < 0 && errno == EBADF);
 	ping(sp[0], sp[1], 'v');
 
+	/* fclose of a stream that fdopen made of a socket closes the socket */
+	{
+		int d = dup(sp[0]);
+		FILE *f = fdopen(d, "r+");
+
+		pt_check(f && fclose(f) == 0);
+		pt_check(fcntl(d, F_GETFD) < 0 && errno == EBADF);
+	}
+	ping(sp[0], sp[1], 'w');
+
 	close(sp[0]);
 	close(sp[1]);
 	close(c);

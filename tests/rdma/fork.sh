@@ -27,16 +27,6 @@ FORKPY=$abs_top_srcdir/tests/rdma/fork.py
 export RSOCKX_PROBE_TIMEOUT_MS=10000
 printf 'rdma connect * *\n' >"$tmpdir/rdma.conf"
 
-# wait_file FILE SECONDS: until FILE has a line
-wait_file() {
-	local i
-	for ((i = 0; i < $2 * 10; i++)); do
-		[ -s "$1" ] && return 0
-		sleep 0.1
-	done
-	return 1
-}
-
 for scen in ${RSOCKX_FORK_SCENARIOS:-child idle daemon srvfork}; do
 	d=$tmpdir/$scen
 	mkdir -p "$d"
@@ -53,9 +43,9 @@ for scen in ${RSOCKX_FORK_SCENARIOS:-child idle daemon srvfork}; do
 		RSOCKX_CONF="$tmpdir/rdma.conf" RSOCKX_STATS_FILE="$d/cstats" \
 		"$PYTHON" "$FORKPY" client $HOST_B $port $HOST_A $cscen "$d/cout"
 	rc=$?
-	wait_file "$d/cout" 60
+	wait_filled "$d/cout" 1200
 	reap $spid 60
-	wait_file "$d/sout" 5
+	wait_filled "$d/sout" 100
 	check "$scen: the client ended well (exit $rc: $(head -c 200 "$d/cout"))" \
 		test $rc = 0 -a -s "$d/cout" -a "$(cut -c1-4 "$d/cout")" != FAIL
 	check "$scen: the server got exactly the client's bytes ($(cat "$d/sout") / $(cat "$d/cout"))" \

@@ -17,16 +17,6 @@ in_vm || skip_all "runs only in the test VM (tests/vm/run.sh)"
 printf 'rdma connect * *\n' >"$tmpdir/rdma.conf"
 export RSOCKX_PROBE_TIMEOUT_MS=10000
 
-# wait_file FILE: until FILE has something in it (10 s at most)
-wait_file() {
-	local i
-	for ((i = 0; i < 100; i++)); do
-		[ -s "$1" ] && return 0
-		sleep 0.1
-	done
-	return 1
-}
-
 # classes LABEL: "T:N ..." for the connections' packets (not QP 1's)
 classes() {
 	awk '$6 > 0 { printf "%s:%s ", $2, $6 }' "$tmpdir/$1.sniff"
@@ -38,7 +28,7 @@ for run in "dscp26:104:RSOCKX_TCLASS=104 RSOCKX_SL=3" "default:0:"; do
 	"$PYTHON" "$abs_top_srcdir/tests/rdma/sniff.py" $NETDEV_A 90 \
 		"$tmpdir/$label.sniff" >"$tmpdir/$label.sniffer" 2>&1 &
 	sniffer=$!
-	wait_file "$tmpdir/$label.sniffer" || bail "the sniffer did not start"
+	wait_filled "$tmpdir/$label.sniffer" || bail "the sniffer did not start"
 	check "$label: every byte right" stream_pair "$label" \
 		"RSOCKX_CONF= $extra" "RSOCKX_CONF=$tmpdir/rdma.conf $extra" \
 		$HOST_B $HOST_A -n 4000000

@@ -163,6 +163,51 @@ static void test_private(void)
 	close(lo);
 }
 
+/*
+ * Any number of private descriptors, each private for as long as it is
+ * open: one that rsockx closed is the program's again (closefrom() closes
+ * whatever the program put at that number, close() is not refused).
+ */
+#define NPRIV 40
+static void test_private_many(void)
+{
+	int fd[NPRIV], i, n, next, lo, mine, gone;
+	struct rsx_sock *old;
+
+	lo = open("/dev/null", O_RDONLY);
+	for (i = 0; i < NPRIV; i++) {
+		fd[i] = fcntl(lo, F_DUPFD_CLOEXEC, lo + 1);
+		rsx_fd_set_private(fd[i], NULL);
+	}
+	for (n = 0, next = rsx_fd_private_next(lo); next >= 0;
+	     next = rsx_fd_private_next(next + 1))
+		n += next >= fd[0] && next <= fd[NPRIV - 1];
+	is_int(n, NPRIV, "all %d private descriptors found for close_range",
+	       NPRIV);
+	gone = fd[NPRIV / 2];
+	rsx_fd_private_close(gone);
+	ok(!rsx_fd_is_private(gone), "one that rsockx closed is not private");
+	mine = dup2(lo, gone);
+	ok(mine == gone, "the program takes its number (%d)", mine);
+	is_int(rsx_close_begin(mine, &old), 0, "... and may close it");
+	rsx_close_end(old);
+	ok(fcntl(mine, F_GETFD) >= 0, "(still open: close_begin only asks)");
+	is_int(rsx_closefrom(lo + 1), 0, "closefrom");
+	ok(fcntl(mine, F_GETFD) < 0, "closefrom closed the program's fd at "
+	   "the recycled number");
+	for (n = 0, i = 0; i < NPRIV; i++)
+		n += i != NPRIV / 2 && fcntl(fd[i], F_GETFD) >= 0;
+	is_int(n, NPRIV - 1, "the private ones survived closefrom");
+	for (i = 0; i < NPRIV; i++)
+		if (i != NPRIV / 2)
+			rsx_fd_private_close(fd[i]);
+	for (n = 0, next = rsx_fd_private_next(lo); next >= 0;
+	     next = rsx_fd_private_next(next + 1))
+		n += next >= fd[0] && next <= fd[NPRIV - 1];
+	is_int(n, 0, "none of them left once all are closed");
+	close(lo);
+}
+
 #define NTHREADS 4
 #define ROUNDS 20000
 
@@ -228,6 +273,7 @@ int main(void)
 	test_pool();
 	test_track();
 	test_private();
+	test_private_many();
 	test_threads();
 	return done_testing();
 }

@@ -174,16 +174,23 @@ wait_cm_listen() {
 	return 1
 }
 
-# wait_file PATH [TRIES]: wait until PATH exists (xfer server -r READYFILE).
-wait_file() {
-	local tries=${2:-200}
+# wait_path OP PATH [TRIES]: wait until test OP PATH holds, every 50 ms.
+wait_path() {
+	local tries=${3:-200}
 	while [ "$tries" -gt 0 ]; do
-		[ -e "$1" ] && return 0
+		[ "$1" "$2" ] && return 0
 		sleep 0.05
 		tries=$((tries - 1))
 	done
 	return 1
 }
+
+# wait_file PATH [TRIES]: wait until PATH exists (xfer server -r READYFILE).
+wait_file() { wait_path -e "$@"; }
+
+# wait_filled PATH [TRIES]: until PATH has something in it (a line that a
+# program writes when it is ready, or its result).
+wait_filled() { wait_path -s "$@"; }
 
 # The echo pair of tests/vm/xfer.c (built by make check).
 XFER=${XFER:-$abs_top_builddir/tests/vm/xfer}
