@@ -2010,6 +2010,9 @@ void rsx_fork_share_sockets(void)
 	struct rsx_sock *s;
 	int bell = -1;
 
+	/* an upgraded socket is in the engine's hands: none, nothing to do */
+	if (!atomic_load_explicit(&rsx_engine_socks, memory_order_relaxed))
+		return;
 	for (fd = 0; fd < hw; fd++) {
 		s = rsx_fd_peek(fd);
 		if (!s || s->kind != RSX_SOCK_TCP || !s->conn ||
@@ -2028,33 +2031,41 @@ void rsx_fork_share_sockets(void)
 }
 
 /*
- * The CM thread: the sockets that a fork child asked for go back to TCP.
- * Returns 1 when one was busy (its lock held): soon again.  One that is
- * still cutting over, or whose peer downgraded first and whose ring is not
- * read yet, waits for the next round (the CM thread's tick).
+ * Under s->lock, for the CM thread: s goes back to TCP for a fork child
+ * that asked.  One that is still cutting over, or whose peer downgraded
+ * first and whose ring is not read yet, waits for the next round.
+ */
+static void rsx_fork_serve_one(struct rsx_sock *s, int fd)
+{
+	struct rsx_conn *c = s->conn;
+
+	if (!rsx_handoff_live(s) || fd < 0)
+		return;
+	if (s->state == RSX_ST_UPGRADED && c->peer_down) {
+		rsx_progress(s, fd);	/* settles once read */
+		rsx_down_settle(s, fd);
+		return;
+	}
+	if (s->state != RSX_ST_UPGRADED || c->qp_ready)
+		rsx_downgrade(s, fd, 0);
+}
+
+/*
+ * The CM thread: the sockets that a fork child asked for.  Returns 1 when
+ * one was busy (its lock held): soon again.
  */
 int rsx_fork_serve(void)
 {
-	struct rsx_sock *s;
 	int slot = 0, fd = -1, busy = 0;
-	struct rsx_conn *c;
+	struct rsx_sock *s;
 
 	while ((s = rsx_handoff_next(&slot, &fd))) {
 		if (pthread_mutex_trylock(&s->lock)) {
 			busy = 1;
-			rsx_sock_put(s);
-			continue;
+		} else {
+			rsx_fork_serve_one(s, fd);
+			pthread_mutex_unlock(&s->lock);
 		}
-		c = s->conn;
-		if (!rsx_handoff_live(s) || fd < 0) {
-			;
-		} else if (s->state == RSX_ST_UPGRADED && c->peer_down) {
-			rsx_progress(s, fd);	/* settles once read */
-			rsx_down_settle(s, fd);
-		} else if (s->state != RSX_ST_UPGRADED || c->qp_ready) {
-			rsx_downgrade(s, fd, 0);
-		}
-		pthread_mutex_unlock(&s->lock);
 		rsx_sock_put(s);
 	}
 	return busy;
