@@ -235,13 +235,23 @@ int rsx_conn_create(struct rsx_dev *dev, uint32_t ring_size,
 	c->ring = c->rxmem;
 	c->ctrl = (volatile struct rsx_ctrl *)(c->rxmem + ring_size);
 	/*
+	 * A protection domain per connection: the device checks an rkey
+	 * against the PD of the QP that a request arrives on, so the grant
+	 * below is good for this connection's QP alone.  In one PD shared by
+	 * the device's connections, any peer that learnt or guessed another
+	 * connection's rkey and ring address (rxe's rkeys are an index and 8
+	 * random bits) could write into that connection's stream
+	 * (tests/rdma/evil.sh neighbour).  doc/ARCHITECTURE.md, departure 7.
+	 */
+	c->pd = rsx_ibv.alloc_pd(dev->ctx);
+	if (!c->pd)
+		goto err_errno;
+	/*
 	 * The peer's grant: an MR of its own over exactly the ring and the
 	 * control area, so that its rkey reaches nothing else of the pool and
-	 * dies with this connection.  (A type 2 memory window would do the
-	 * same, but rxe binds one only from a QP in RTS, after the HELLO and
-	 * ACK have crossed: doc/ARCHITECTURE.md, departure 7.)
+	 * dies with this connection.
 	 */
-	c->ring_mr = rsx_ibv.reg_mr(dev->pd, c->rxmem,
+	c->ring_mr = rsx_ibv.reg_mr(c->pd, c->rxmem,
 				    ring_size + RSX_CTRL_SIZE,
 				    IBV_ACCESS_LOCAL_WRITE |
 				    IBV_ACCESS_REMOTE_WRITE);
@@ -269,11 +279,11 @@ int rsx_conn_create(struct rsx_dev *dev, uint32_t ring_size,
 	qia.cap.max_send_sge = 1;
 	qia.cap.max_recv_sge = 1;
 	qia.cap.max_inline_data = 64;
-	c->qp = rsx_ibv.create_qp(dev->pd, &qia);
+	c->qp = rsx_ibv.create_qp(c->pd, &qia);
 	if (!c->qp) {
 		/* some devices have no inline data */
 		qia.cap.max_inline_data = 0;
-		c->qp = rsx_ibv.create_qp(dev->pd, &qia);
+		c->qp = rsx_ibv.create_qp(c->pd, &qia);
 	}
 	if (!c->qp)
 		goto err_errno;
@@ -331,6 +341,10 @@ void rsx_conn_destroy(struct rsx_conn *c)
 		rsx_ibv.dereg_mr(c->ring_mr);
 		rsx_stat_inc(RSX_STAT_ring_revoked);
 	}
+	if (c->stage_mr)
+		rsx_ibv.dereg_mr(c->stage_mr);
+	if (c->pd)
+		rsx_ibv.dealloc_pd(c->pd);
 	/* the ring pool zeroes the ring and control area for the next user */
 	rsx_mempool_free(c->dev->ring_pool, &c->rxblk);
 	rsx_mempool_free(c->dev->stage_pool, &c->txblk);
@@ -397,7 +411,6 @@ int rsx_conn_connect(struct rsx_conn *c, const struct rsx_hello *peer)
 	}
 	c->peer = *peer;
 	rsx_guard_enter();
-	/* from a chunk registered once: its lkey is the staging buffer's */
 	ret = -rsx_mempool_alloc(c->dev->stage_pool,
 				 peer->ring_size + RSX_CTRL_SIZE, &c->txblk);
 	if (ret)
@@ -406,7 +419,15 @@ int rsx_conn_connect(struct rsx_conn *c, const struct rsx_hello *peer)
 	c->txmem_len = c->txblk.len;
 	c->stage = c->txmem;
 	c->ctrl_out = (struct rsx_ctrl *)(c->txmem + peer->ring_size);
-	c->stage_mr = c->txblk.mr;
+	/* in the connection's PD, as its QP: the device checks the lkey so */
+	c->stage_mr = rsx_ibv.reg_mr(c->pd, c->txmem, c->txmem_len,
+				     IBV_ACCESS_LOCAL_WRITE);
+	if (!c->stage_mr) {
+		ret = errno ? errno : ENOMEM;
+		rsx_info("QP %u: reg_mr of the staging buffer failed: %s",
+			 c->qp->qp_num, strerror(ret));
+		goto err;
+	}
 
 	memset(&qa, 0, sizeof(qa));
 	qa.qp_state = IBV_QPS_RTR;

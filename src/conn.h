@@ -91,9 +91,10 @@ struct rsx_conn {
 	struct rsx_dev *dev;
 	struct ibv_comp_channel *chan;
 	struct ibv_cq *cq;
+	struct ibv_pd *pd;		/* this connection's alone */
 	struct ibv_qp *qp;
 	struct ibv_mr *ring_mr;		/* the peer's grant: this ring only */
-	struct ibv_mr *stage_mr;	/* the staging pool chunk's (shared) */
+	struct ibv_mr *stage_mr;	/* the staging buffer, LOCAL_WRITE */
 	struct rsx_mp_block rxblk;	/* ring + control area, pooled */
 	struct rsx_mp_block txblk;	/* staging + control source, pooled */
 	uint8_t *rxmem;

@@ -90,15 +90,14 @@ static int rsx_port_active(struct ibv_context *ctx, int port)
 }
 
 /* One more rsx_dev for (ctx, port, GID index g); 1 if there was room. */
-static int rsx_dev_add(struct ibv_context *ctx, struct ibv_pd *pd,
-		       struct rsx_mempool *pools, const char *name, int port,
+static int rsx_dev_add(struct ibv_context *ctx, struct rsx_mempool *pools, const char *name, int port,
 		       const struct ibv_port_attr *pa, int g,
 		       const union ibv_gid *gid)
 {
 	if (rsx_ndevs == RSX_DEV_MAX)
 		return 0;
 	rsx_devs[rsx_ndevs] = (struct rsx_dev){
-		.ctx = ctx, .pd = pd, .port = port, .mtu = pa->active_mtu,
+		.ctx = ctx, .port = port, .mtu = pa->active_mtu,
 		.gid_index = g, .gid = *gid,
 		.stage_pool = &pools[0], .ring_pool = &pools[1],
 		.down = pa->state != IBV_PORT_ACTIVE,
@@ -148,7 +147,7 @@ static ssize_t rsx_gid_table(struct ibv_context *ctx, int nports,
 }
 
 /* The RoCE v2 GIDs of ctx's Ethernet port p; how many were added. */
-static int rsx_port_gids(struct ibv_context *ctx, struct ibv_pd *pd,
+static int rsx_port_gids(struct ibv_context *ctx,
 			 struct rsx_mempool *pools, const char *name, int p,
 			 const struct ibv_port_attr *pa,
 			 const struct ibv_gid_entry *tab, ssize_t ntab)
@@ -162,7 +161,7 @@ static int rsx_port_gids(struct ibv_context *ctx, struct ibv_pd *pd,
 			if (tab[k].port_num == (uint32_t)p &&
 			    tab[k].gid_type == IBV_GID_TYPE_ROCE_V2 &&
 			    tab[k].gid.global.interface_id)
-				added += rsx_dev_add(ctx, pd, pools, name, p,
+				added += rsx_dev_add(ctx, pools, name, p,
 						     pa, tab[k].gid_index,
 						     &tab[k].gid);
 		return added;
@@ -171,7 +170,7 @@ static int rsx_port_gids(struct ibv_context *ctx, struct ibv_pd *pd,
 		if (rsx_ibv.query_gid(ctx, p, g, &gid) ||
 		    !gid.global.interface_id || !rsx_gid_is_rocev2(name, p, g))
 			continue;
-		added += rsx_dev_add(ctx, pd, pools, name, p, pa, g, &gid);
+		added += rsx_dev_add(ctx, pools, name, p, pa, g, &gid);
 	}
 	return added;
 }
@@ -216,7 +215,6 @@ static void rsx_devs_open(void)
 	struct ibv_port_attr pa;
 	struct ibv_context *ctx;
 	struct rsx_mempool *pools;
-	struct ibv_pd *pd;
 	int n, i, p, used;
 	const char *name;
 	ssize_t ntab;
@@ -232,20 +230,16 @@ static void rsx_devs_open(void)
 		ctx = rsx_ibv.open_device(list[i]);
 		if (!ctx)
 			continue;
-		pd = NULL;
 		pools = NULL;
 		tab = NULL;
 		used = 0;
 		if (rsx_ibv.query_device(ctx, &da))
 			goto next;
-		pd = rsx_ibv.alloc_pd(ctx);
-		if (!pd)
-			goto next;
 		pools = calloc(2, sizeof(*pools));
 		if (!pools)
 			goto next;
-		rsx_mempool_init(&pools[0], pd, "staging", NULL);
-		rsx_mempool_init(&pools[1], NULL, "ring", NULL);
+		rsx_mempool_init(&pools[0], "staging", NULL);
+		rsx_mempool_init(&pools[1], "ring", NULL);
 		ntab = rsx_gid_table(ctx, da.phys_port_cnt, &tab);
 		if (ntab < 0)
 			rsx_dbg("device %s: GID table by index (%s)", name,
@@ -254,7 +248,7 @@ static void rsx_devs_open(void)
 			if (rsx_query_port(ctx, p, &pa) ||
 			    pa.link_layer != IBV_LINK_LAYER_ETHERNET)
 				continue;
-			used += rsx_port_gids(ctx, pd, pools, name, p, &pa,
+			used += rsx_port_gids(ctx, pools, name, p, &pa,
 					      tab, ntab);
 		}
 		/* drained without blocking, by whichever thread wakes for it */
@@ -270,8 +264,6 @@ next:
 				rsx_mempool_destroy(&pools[1]);
 				free(pools);
 			}
-			if (pd)
-				rsx_ibv.dealloc_pd(pd);
 			rsx_ibv.close_device(ctx);
 		}
 	}

@@ -11,11 +11,10 @@
 /*
  * The RDMA port behind a local IP address: the device whose port has that
  * address as a RoCE v2 GID.  Devices are opened once per process and kept;
- * each has one protection domain that all its connections share.
+ * each connection has a protection domain of its own (conn.c).
  */
 struct rsx_dev {
 	struct ibv_context *ctx;
-	struct ibv_pd *pd;
 	uint8_t port;
 	uint8_t mtu;		/* active MTU of the port (enum ibv_mtu) */
 	int gid_index;
@@ -23,9 +22,8 @@ struct rsx_dev {
 	char name[64];
 	/*
 	 * Memory of the device's connections (mempool.h), shared by all the
-	 * entries of one device: staging buffers from registered chunks,
-	 * receive rings from unregistered ones (each ring gets its own
-	 * REMOTE_WRITE registration, see rsx_conn_create()).
+	 * entries of one device: staging buffers and receive rings, each
+	 * registered by its connection (rsx_conn_create(), rsx_conn_connect()).
 	 */
 	struct rsx_mempool *stage_pool;
 	struct rsx_mempool *ring_pool;

@@ -44,29 +44,15 @@ static void rsx_mp_discard(void *addr, size_t len)
 		memset(addr, 0, len);
 }
 
-static struct ibv_mr *rsx_mp_reg(struct ibv_pd *pd, void *addr, size_t len,
-				 int access)
-{
-	return rsx_ibv.reg_mr(pd, addr, len, access);
-}
-
-static int rsx_mp_dereg(struct ibv_mr *mr)
-{
-	return rsx_ibv.dereg_mr(mr);
-}
-
 static const struct rsx_mp_ops rsx_mp_default_ops = {
 	.map = rsx_mempool_map,
 	.unmap = rsx_mp_unmap,
 	.discard = rsx_mp_discard,
-	.reg = rsx_mp_reg,
-	.dereg = rsx_mp_dereg,
 };
 
 /*
- * Bytes of chunks, every pool's: all of them get pinned, the staging pool's
- * as whole chunks, the ring pool's ring by ring (each its own MR, so that
- * its rkey reaches nothing else).  RSOCKX_PIN_MAX caps them.
+ * Bytes of chunks, every pool's: the blocks in use are pinned, each by its
+ * connection's MR (conn.c).  RSOCKX_PIN_MAX caps them.
  */
 static _Atomic uint64_t rsx_mp_pinned;
 
@@ -105,14 +91,13 @@ static void rsx_mp_atfork(void)
 	pthread_atfork(NULL, NULL, rsx_mp_fork_child);
 }
 
-void rsx_mempool_init(struct rsx_mempool *mp, struct ibv_pd *pd,
-		      const char *name, const struct rsx_mp_ops *ops)
+void rsx_mempool_init(struct rsx_mempool *mp, const char *name,
+		      const struct rsx_mp_ops *ops)
 {
 	int i;
 
 	memset(mp, 0, sizeof(*mp));
 	pthread_mutex_init(&mp->lock, NULL);
-	mp->pd = pd;
 	mp->name = name;
 	mp->ops = ops ? ops : &rsx_mp_default_ops;
 	mp->pagesize = sysconf(_SC_PAGESIZE);
@@ -131,10 +116,8 @@ void rsx_mempool_init(struct rsx_mempool *mp, struct ibv_pd *pd,
 /*
  * A chunk for blocks of bsize bytes: as large as the pool already is, in
  * whole blocks, at least one block and at most RSX_MP_CHUNK (or one larger
- * block).  The first connection of a process so registers no more than it
- * did with a buffer of its own (a 4 MiB registration would delay its
- * cut-over noticeably on Soft-RoCE), and a busy pool soon registers 4 MiB
- * at a time.
+ * block).  The first connection of a process so maps no more than it
+ * did with a buffer of its own, and a busy pool soon maps 4 MiB at a time.
  */
 static size_t rsx_mp_chunk_len(const struct rsx_mempool *mp, size_t bsize)
 {
@@ -161,8 +144,6 @@ static void rsx_mp_carve(struct rsx_mp_chunk *ch, size_t bsize)
 
 static void rsx_mp_release(struct rsx_mempool *mp, struct rsx_mp_chunk *ch)
 {
-	if (ch->mr)
-		mp->ops->dereg(ch->mr);
 	mp->ops->unmap(ch->base, ch->len);
 	mp->bytes -= ch->len;
 	rsx_stat_inc(RSX_STAT_pool_chunks_freed);
@@ -196,16 +177,6 @@ static struct rsx_mp_chunk *rsx_mp_new_chunk(struct rsx_mempool *mp,
 		*err = -ENOMEM;
 		goto err_free;
 	}
-	if (mp->pd) {
-		ch->mr = mp->ops->reg(mp->pd, ch->base, len,
-				      IBV_ACCESS_LOCAL_WRITE);
-		if (!ch->mr) {
-			*err = errno ? -errno : -ENOMEM;
-			rsx_info("%s pool: registering %zu bytes failed: %s",
-				 mp->name, len, strerror(-*err));
-			goto err_unmap;
-		}
-	}
 	atomic_fetch_add(&rsx_mp_pinned, len);
 	mp->bytes += len;
 	rsx_stat_inc(RSX_STAT_pool_chunks);
@@ -213,8 +184,6 @@ static struct rsx_mp_chunk *rsx_mp_new_chunk(struct rsx_mempool *mp,
 	rsx_dbg("%s pool: new chunk of %zu bytes", mp->name, len);
 	return ch;
 
-err_unmap:
-	mp->ops->unmap(ch->base, len);
 err_free:
 	free(ch);
 	return NULL;
@@ -246,9 +215,9 @@ static struct rsx_mp_chunk *rsx_mp_find(struct rsx_mempool *mp, size_t bsize,
 	want = rsx_mp_chunk_len(mp, bsize);
 	ch = rsx_mp_new_chunk(mp, want, err);
 	/*
-	 * Under a tight RLIMIT_MEMLOCK a whole chunk may not be pinned where
-	 * one block still may: a chunk of exactly one block then, rather than
-	 * a connection left on TCP.
+	 * Close to RSOCKX_PIN_MAX a whole chunk may not fit where one block
+	 * still does: a chunk of exactly one block then, rather than a
+	 * connection left on TCP.
 	 */
 	if (!ch && want > bsize)
 		ch = rsx_mp_new_chunk(mp, bsize, err);
@@ -285,7 +254,6 @@ int rsx_mempool_alloc(struct rsx_mempool *mp, size_t len,
 	pthread_mutex_unlock(&mp->lock);
 	b->addr = ch->base + (size_t)i * bsize;
 	b->len = bsize;
-	b->mr = ch->mr;
 	b->chunk = ch;
 	rsx_stat_inc(RSX_STAT_pool_blocks);
 	return 0;
@@ -299,9 +267,11 @@ void rsx_mempool_free(struct rsx_mempool *mp, struct rsx_mp_block *b)
 	if (!ch)
 		return;
 	i = (b->addr - ch->base) / ch->bsize;
-	/* unregistered memory: zeros for the next user, no resident pages */
-	if (!ch->mr)
-		mp->ops->discard(b->addr, b->len);
+	/*
+	 * Zeros for the next user (no old peer's counters in a control area),
+	 * no resident pages while unused.  Its connection's MR is gone.
+	 */
+	mp->ops->discard(b->addr, b->len);
 	pthread_mutex_lock(&mp->lock);
 	ch->used[i / 64] &= ~(1ull << (i % 64));
 	if (!--ch->nused) {

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """The victim side of tests/rdma/evil.sh (run under librsockx).
 
-  evil.py server ADDR PORT N
+  evil.py server ADDR PORT N [together]
       accept N connections one after the other; echo each until EOF or an
-      error; one line per connection: "conn K: eof bytes=B" or
-      "conn K: error ENAME bytes=B"; then "server done".
+      error; one line per connection: "conn K: eof bytes=B head=H" or
+      "conn K: error ENAME bytes=B head=H" (H: hex of its first 8 bytes);
+      then "server done".  together: all N at once, a thread each (K is
+      still the order of accept).
   evil.py client HOST PORT BIND NBYTES
       an honest client: send NBYTES of random data, read the echo, compare;
       prints "honest ok" when every byte came back right.
@@ -14,32 +16,48 @@ import os
 import socket
 import struct
 import sys
+import threading
 
 
-def server(addr, port, n):
+def echo(k, s):
+    # a stuck connection must not hang the test: 30 s per read
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
+                 struct.pack("ll", 30, 0))
+    got = 0
+    head = b""
+    what = "eof"
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            got += len(b)
+            head = (head + b)[:8]
+            s.sendall(b)
+    except OSError as e:
+        what = "error " + errno.errorcode.get(e.errno, str(e.errno))
+    print("conn %d: %s bytes=%d head=%s" % (k, what, got, head.hex()),
+          flush=True)
+    s.close()
+
+
+def server(addr, port, n, together):
     fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
     ls = socket.socket(fam, socket.SOCK_STREAM)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind((addr, port))
     ls.listen(8)
+    threads = []
     for k in range(1, n + 1):
         s, _ = ls.accept()
-        # a stuck connection must not hang the test: 30 s per read
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
-                     struct.pack("ll", 30, 0))
-        got = 0
-        what = "eof"
-        try:
-            while True:
-                b = s.recv(65536)
-                if not b:
-                    break
-                got += len(b)
-                s.sendall(b)
-        except OSError as e:
-            what = "error " + errno.errorcode.get(e.errno, str(e.errno))
-        print("conn %d: %s bytes=%d" % (k, what, got), flush=True)
-        s.close()
+        if not together:
+            echo(k, s)
+            continue
+        t = threading.Thread(target=echo, args=(k, s))
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join()
     print("server done", flush=True)
 
 
@@ -72,7 +90,8 @@ def client(host, port, bind, nbytes):
 
 def main():
     if sys.argv[1] == "server":
-        server(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        server(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]),
+               sys.argv[5:] == ["together"])
         return 0
     return client(sys.argv[2], int(sys.argv[3]), sys.argv[4],
                   int(sys.argv[5]))

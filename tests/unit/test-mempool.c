@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * The chunk allocator of src/mempool.c, without a device: a fake
- * registration hook stands in for ibv_reg_mr, and counts what a device
- * would have pinned.  Only the carving logic is tested here; the real
- * registrations run in the VM (tests/rdma/load.sh, evil.sh).
+ * The chunk allocator of src/mempool.c, without a device: hooks count the
+ * mappings and discards.  Only the carving logic is tested here; the
+ * connections' registrations run in the VM (tests/rdma/load.sh, evil.sh).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -15,19 +14,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "mempool.h"
 #include "stats.h"
 #include "tap.h"
 
-static int n_map, n_unmap, n_reg, n_dereg, n_discard, fail_reg;
-static size_t reg_limit = SIZE_MAX;	/* a fake RLIMIT_MEMLOCK */
+static int n_map, n_unmap, n_discard, fail_map;
 static size_t last_map_len;
-static uint32_t next_key = 100;
 
 /* the library's own mapping: what fork does with it is under test */
 static void *f_map(size_t len)
 {
-	void *p = rsx_mempool_map(len);
+	void *p = fail_map ? NULL : rsx_mempool_map(len);
 
 	if (!p)
 		return NULL;
@@ -76,38 +74,8 @@ static void f_discard(void *addr, size_t len)
 	madvise(addr, len, MADV_DONTNEED);
 }
 
-static struct ibv_mr *f_reg(struct ibv_pd *pd, void *addr, size_t len,
-			    int access)
-{
-	struct ibv_mr *mr;
-
-	if (fail_reg || access != IBV_ACCESS_LOCAL_WRITE) {
-		errno = EPERM;
-		return NULL;
-	}
-	if (len > reg_limit) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	mr = calloc(1, sizeof(*mr));
-	mr->pd = pd;
-	mr->addr = addr;
-	mr->length = len;
-	mr->lkey = next_key++;
-	n_reg++;
-	return mr;
-}
-
-static int f_dereg(struct ibv_mr *mr)
-{
-	n_dereg++;
-	free(mr);
-	return 0;
-}
-
 static const struct rsx_mp_ops fake = {
 	.map = f_map, .unmap = f_unmap, .discard = f_discard,
-	.reg = f_reg, .dereg = f_dereg,
 };
 
 #define RING (256u * 1024 + 64)		/* a default ring and its control */
@@ -149,7 +117,6 @@ static void *worker(void *arg)
 
 int main(void)
 {
-	struct ibv_pd *pd = (struct ibv_pd *)&fake;	/* never dereferenced */
 	struct rsx_mempool mp, rp;
 	struct rsx_mp_block b[NB], x;
 	long pg = sysconf(_SC_PAGESIZE);
@@ -158,16 +125,15 @@ int main(void)
 	pthread_t th[4];
 	pid_t pid;
 
-	rsx_mempool_init(&mp, pd, "test", &fake);
+	rsx_mempool_init(&mp, "test", &fake);
 
-	/* --- carving a registered pool --- */
+	/* --- carving --- */
 	ok(!rsx_mempool_alloc(&mp, RING, &b[0]), "a ring-sized block");
 	is_int(b[0].len, (RING + pg - 1) / pg * pg, "rounded up to whole pages");
 	ok((uintptr_t)b[0].addr % pg == 0, "page-aligned");
-	ok(b[0].mr && b[0].mr->lkey >= 100, "carries the chunk's MR");
-	is_int(n_reg, 1, "one registration for the chunk");
+	is_int(n_map, 1, "one mapping for the chunk");
 	is_int(last_map_len, b[0].len, "the first chunk is one block: the"
-	       " first connection registers no more than before");
+	       " first connection maps no more than a buffer of its own");
 	for (i = 1; i < NB; i++)
 		if (rsx_mempool_alloc(&mp, RING, &b[i]))
 			break;
@@ -175,21 +141,19 @@ int main(void)
 	/* chunks of 1, 1, 2, 4, 8, 15 (4 MiB at most), 15 blocks */
 	per = RSX_MP_CHUNK / b[0].len;
 	is_int(per, 15, "a 4 MiB chunk holds 15 rings of 256 KiB");
-	is_int(n_reg, 7, "7 registrations for %d blocks (never per buffer)",
-	       NB);
+	is_int(n_map, 7, "7 mappings for %d blocks", NB);
 	is_int(last_map_len, per * b[0].len, "chunks grow to 4 MiB in whole"
 	       " blocks");
 	good = 1;
 	for (i = 0; i < NB; i++) {
-		if (b[i].mr != b[i].chunk->mr || b[i].addr < b[i].chunk->base ||
+		if (b[i].addr < b[i].chunk->base ||
 		    b[i].addr + b[i].len > b[i].chunk->base + b[i].chunk->len)
 			good = 0;
 		for (j = 0; j < i; j++)
 			if (overlap(&b[i], &b[j]))
 				good = 0;
 	}
-	ok(good, "each block lies in its chunk, with its lkey, none"
-	   " overlapping");
+	ok(good, "each block lies in its chunk, none overlapping");
 	is_int(rsx_stat_get(RSX_STAT_pool_chunks), 7, "pool_chunks counts them");
 	is_int(rsx_stat_get(RSX_STAT_pool_bytes), 46ull * b[0].len,
 	       "pool_bytes is the level");
@@ -203,25 +167,25 @@ int main(void)
 	   b[NB - 1].addr == x.addr, "the freed block is taken again");
 	for (i = 0; i < NB; i++)
 		rsx_mempool_free(&mp, &b[i]);
-	is_int(n_dereg, 7, "every emptied chunk deregistered");
-	is_int(n_unmap, 7, "... and unmapped");
+	is_int(n_unmap, 7, "every emptied chunk unmapped");
 	is_int(rsx_stat_get(RSX_STAT_pool_chunks_freed), 7,
 	       "pool_chunks_freed");
 	is_int(rsx_stat_get(RSX_STAT_pool_bytes), 0,
 	       "pool_bytes back to 0: an idle process pins nothing");
-	is_int(n_discard, 0, "registered memory is never discarded");
+	is_int(n_discard, NB + 1, "every freed block discarded (zeros for "
+	       "the next user, no resident pages)");
 
 	/* --- a pool that keeps an empty chunk re-carves it --- */
 	mp.keep = 1;
 	ok(!rsx_mempool_alloc(&mp, RING, &b[0]), "keep 1: a block");
 	rsx_mempool_free(&mp, &b[0]);
-	is_int(n_dereg, 7, "its emptied chunk is kept");
-	i = n_reg;
+	is_int(n_unmap, 7, "its emptied chunk is kept");
+	i = n_map;
 	ok(!rsx_mempool_alloc(&mp, 16384 + 64, &b[0]), "a small block");
 	is_int(b[0].len, (16384 + 64 + pg - 1) / pg * pg, "its size");
 	ok(!rsx_mempool_alloc(&mp, 16384 + 64, &b[1]) && !overlap(&b[0], &b[1]),
 	   "a second one beside it");
-	is_int(n_reg, i, "both carved from the kept chunk, no registration");
+	is_int(n_map, i, "both carved from the kept chunk, no mapping");
 	rsx_mempool_free(&mp, &b[0]);
 	rsx_mempool_free(&mp, &b[1]);
 	mp.keep = 0;
@@ -239,33 +203,32 @@ int main(void)
 	is_int(n_map, n_unmap, "nothing left mapped");
 
 	/* --- failures --- */
-	fail_reg = 1;
-	is_int(rsx_mempool_alloc(&mp, RING, &b[1]), -EPERM,
-	       "a failed registration: -errno");
-	is_int(n_map, n_unmap, "... and its chunk is unmapped again");
-	fail_reg = 0;
+	fail_map = 1;
+	is_int(rsx_mempool_alloc(&mp, RING, &b[1]), -ENOMEM,
+	       "a failed mapping: -ENOMEM");
+	is_int(n_map, n_unmap, "... and nothing is left mapped");
+	fail_map = 0;
 	is_int(rsx_mempool_alloc(&mp, 0, &b[0]), -EINVAL, "0 bytes: -EINVAL");
 
-	/* --- a memlock limit below a grown chunk: chunks of one block --- */
+	/* --- RSOCKX_PIN_MAX below a grown chunk: chunks of one block --- */
 	for (i = 0; i < 16; i++)
 		rsx_mempool_alloc(&mp, RING, &b[i]);
-	reg_limit = 1u << 20;
-	j = n_reg;
-	ok(!rsx_mempool_alloc(&mp, RING, &b[16]), "4 MiB cannot be pinned: a"
-	   " ring-sized block all the same");
+	rsx_config.pin_max = rsx_stat_get(RSX_STAT_pool_bytes) + (1u << 20);
+	j = n_map;
+	ok(!rsx_mempool_alloc(&mp, RING, &b[16]), "4 MiB more would pass the"
+	   " cap: a ring-sized block all the same");
 	is_int(last_map_len, b[16].len, "... in a chunk of its own size");
-	is_int(n_reg, j + 1, "... registered once");
-	is_int(rsx_mempool_alloc(&mp, 2u << 20, &b[17]), -ENOMEM,
-	       "a block beyond the limit: -ENOMEM");
+	is_int(n_map, j + 1, "... mapped once");
+	is_int(rsx_mempool_alloc(&mp, 2u << 20, &b[17]), -ENOSR,
+	       "a block beyond the cap: -ENOSR");
 	for (i = 0; i < 17; i++)
 		rsx_mempool_free(&mp, &b[i]);
-	reg_limit = SIZE_MAX;
+	rsx_config.pin_max = 0;
 
-	/* --- an unregistered pool (rings): freed blocks read as zeros --- */
-	rsx_mempool_init(&rp, NULL, "ring", &fake);
-	i = n_reg;
+	/* --- a second pool (rings): freed blocks read as zeros --- */
+	rsx_mempool_init(&rp, "ring", &fake);
+	n_discard = 0;
 	ok(!rsx_mempool_alloc(&rp, RING, &b[0]), "a ring from the ring pool");
-	ok(!b[0].mr && n_reg == i, "no registration in a pool without a PD");
 	memset(b[0].addr, 0xa5, b[0].len);
 	ok(!rsx_mempool_alloc(&rp, RING, &b[1]), "a second ring");
 	x = b[0];
@@ -294,7 +257,7 @@ int main(void)
 	}
 	is_int(good, 0, "4 threads allocating and freeing: no block shared");
 
-	/* --- fork: the child never reuses the parent's registered chunks --- */
+	/* --- fork: the child never reuses the parent's chunks --- */
 	ok(!rsx_mempool_alloc(&mp, RING, &b[0]), "a block before fork");
 	is_int(map_state(b[0].addr), 2, "its chunk is kept out of fork "
 	       "children (MADV_DONTFORK: smaps VmFlags dc)");
@@ -308,20 +271,19 @@ int main(void)
 	   "never move a page away from the device)");
 	pid = fork();
 	if (pid == 0) {
-		i = n_reg;
+		i = n_map;
 		if (rsx_mempool_alloc(&mp, RING, &b[1]))
 			_exit(2);
-		_exit(n_reg == i + 1 && b[1].mr != b[0].mr ? 0 : 1);
+		_exit(n_map == i + 1 && b[1].chunk != b[0].chunk ? 0 : 1);
 	}
 	waitpid(pid, &st, 0);
 	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-	   "a fork child registers a chunk of its own");
+	   "a fork child maps a chunk of its own");
 	rsx_mempool_free(&mp, &b[0]);
 
 	rsx_mempool_destroy(&rp);
 	rsx_mempool_destroy(&mp);
 	is_int(n_map, n_unmap, "every chunk unmapped at the end");
-	is_int(n_reg, n_dereg, "every registration undone");
 	is_int(rsx_stat_get(RSX_STAT_pool_bytes), 0, "pool_bytes 0");
 	return done_testing();
 }

@@ -18,6 +18,12 @@
  *            the current key, which must succeed)
  *   bigimm   a DATA immediate longer than the whole ring
  *   credit   a CREDIT whose counters claim bytes that were never sent
+ *   neighbour  two connections to the same server process: the victim
+ *            places 64 bytes in its ring; the attacker, knowing the
+ *            victim's grant (its ring's address and rkey: the worst case
+ *            of a guess), writes 64 others over them from its own QP; then
+ *            the victim announces its 64 bytes (the server's application
+ *            must get the victim's, never the attacker's)
  *
  * Then it waits (at most 15 s) for the server to close the TCP connection.
  * Output lines, one fact each, for tests/rdma/evil.sh:
@@ -27,6 +33,8 @@
  *   bad-op status=NAME           completion status of the forbidden op
  *   qp-state NAME                our QP afterwards
  *   server-closed eof|reset|timeout
+ *   victim placed|echoed NAME    (neighbour) the victim's write; the echo
+ *                                of its 64 bytes came back (or timeout)
  * Exit 0 when it got that far, 2 on a setup error.
  */
 #include <endian.h>
@@ -187,6 +195,24 @@ static int wait_send(struct link *l)
 		if (n == 1 && wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM &&
 		    !(wc.status != IBV_WC_SUCCESS && wc.wr_id == 0))
 			return wc.status;
+		if (n == 0)
+			usleep(1000);
+	}
+	return -1;
+}
+
+/* The server's first write with immediate (at most 20 s): 0, -1 on timeout. */
+static int wait_recv(struct link *l)
+{
+	struct ibv_wc wc;
+	int i, n;
+
+	for (i = 0; i < 20000; i++) {
+		n = ibv_poll_cq(l->cq, 1, &wc);
+		if (n < 0)
+			die("ibv_poll_cq", EIO);
+		if (n == 1 && wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+			return wc.status == IBV_WC_SUCCESS ? 0 : -1;
 		if (n == 0)
 			usleep(1000);
 	}
@@ -366,7 +392,7 @@ static const char *server_closed(struct link *l)
 static void usage(void)
 {
 	fprintf(stderr, "usage: evil -d DEV -g GIDX -c HOST -p PORT [-b ADDR] "
-		"-m outside|edge|read|oldkey|bigimm|credit\n");
+		"-m outside|edge|read|oldkey|bigimm|credit|neighbour\n");
 	exit(2);
 }
 
@@ -374,7 +400,7 @@ int main(int argc, char **argv)
 {
 	const char *dev = NULL, *host = NULL, *port = NULL, *bind_to = NULL;
 	const char *mode = NULL;
-	struct link l, old;
+	struct link l, old, v;
 	uint64_t *ctr;
 	int opt, gidx = 1, ret, st;
 
@@ -440,6 +466,17 @@ int main(int argc, char **argv)
 		ret = post(&l, IBV_WR_RDMA_WRITE_WITH_IMM, l.peer.ring_addr +
 			   l.peer.ring_size, l.peer.rkey, 2 * sizeof(uint64_t),
 			   IMM(RSX_IMM_CREDIT, 0));
+	} else if (!strcmp(mode, "neighbour")) {
+		upgrade(&v, host, port, bind_to, 0);
+		upgrade(&l, host, port, bind_to, 0);
+		memset(ev.buf, 'v', 64);
+		ret = post(&v, IBV_WR_RDMA_WRITE, v.peer.ring_addr,
+			   v.peer.rkey, 64, 0);
+		st = ret ? -1 : wait_send(&v);
+		printf("victim placed %s\n", status_str(st));
+		memset(ev.buf, 0xee, 64);
+		ret = post(&l, IBV_WR_RDMA_WRITE, v.peer.ring_addr,
+			   v.peer.rkey, 64, 0);
 	} else {
 		usage();
 	}
@@ -450,5 +487,13 @@ int main(int argc, char **argv)
 	printf("qp-state %s\n", qp_state_str(l.qp));
 	printf("server-closed %s\n", server_closed(&l));
 	drop(&l);
+	if (!strcmp(mode, "neighbour")) {
+		/* zero bytes written: the 64 announced are the ring's */
+		ret = post(&v, IBV_WR_RDMA_WRITE_WITH_IMM, v.peer.ring_addr,
+			   v.peer.rkey, 0, IMM(RSX_IMM_DATA, 64));
+		st = ret ? -1 : wait_recv(&v);
+		printf("victim echoed %s\n", st ? "timeout" : "ok");
+		drop(&v);
+	}
 	return 0;
 }
