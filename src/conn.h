@@ -147,7 +147,6 @@ struct rsx_conn {
 	uint8_t peer_down;	/* the peer's DOWNGRADE arrived: no more QP */
 	uint8_t down_sent;	/* we sent our DOWNGRADE: no more QP */
 	uint8_t down_shut;	/* our FIN went again, as TCP's shutdown */
-	uint8_t keep;		/* dropped at exec under a sleeper: never freed */
 	uint8_t tcp_reset;	/* broken: the TCP connection was reset */
 	uint8_t oob;		/* upgraded out of band: CUTOVER proves */
 	uint8_t proved;		/* the peer's CUTOVER proof held */

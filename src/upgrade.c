@@ -236,8 +236,10 @@ static int rsx_intr(int timeout, const sigset_t *mask,
 /*
  * Sleeps until fd has one of events, or the connection's completion channel
  * fires, with s->lock dropped.  Returns fd's revents (0 when another thread
- * did the polling, or after a signal the call goes on from: rsx_intr), or
- * -EINTR.  See struct rsx_conn for why only one thread polls a connection.
+ * did the polling, or after a signal the call goes on from: rsx_intr),
+ * -EINTR, or -ERESTART when the socket left the connection meanwhile (an
+ * exec's or a fork child's downgrade, rsx_to_tcp): the caller must not
+ * touch the connection again, and goes on in the socket's new state.  See struct rsx_conn for why only one thread polls a connection.
  * The TCP end (POLLRDHUP) is noted here for all.  With mask (signals held
  * back after a spin, rsx_guard_signals) the sleep takes that mask.  seen:
  * the handlers counted before the spin, NULL without one.
@@ -329,8 +331,12 @@ int rsx_sleep(struct rsx_sock *s, int fd, short events, const sigset_t *mask,
 				break;
 		}
 		c->waiters--;
-		if (s->conn != c && !c->waiters && !c->polling && !c->keep)
-			rsx_conn_destroy(c);	/* dropped by rsx_to_tcp */
+		if (s->conn != c) {
+			/* dropped by rsx_to_tcp: the last one out frees it */
+			if (!c->waiters && !c->polling)
+				rsx_conn_destroy(c);
+			return ret < 0 ? ret : -ERESTART;
+		}
 		return ret;
 	}
 	if (c->qp_ready && rsx_conn_arm(c) == 0 && rsx_conn_poll(c) != 0)
@@ -385,9 +391,9 @@ int rsx_sleep(struct rsx_sock *s, int fd, short events, const sigset_t *mask,
 	rsx_conn_wake(c);
 	if (s->conn != c) {
 		/* dropped by rsx_to_tcp while we slept */
-		if (!c->waiters && !c->keep)
+		if (!c->waiters)
 			rsx_conn_destroy(c);
-		return ret < 0 ? ret : rev;
+		return ret < 0 ? ret : -ERESTART;
 	}
 	if (!c->tcp_eof && (rev & (POLLRDHUP | POLLHUP | POLLERR)))
 		rsx_peer_closed(s);
@@ -1397,7 +1403,7 @@ again:
 		if (!send && s->partial_since)
 			usleep(1000);	/* a message's start is in: its rest is due */
 		else if ((ret = rsx_sleep(s, fd, send ? POLLOUT : POLLIN,
-					  NULL, NULL)) < 0)
+					  NULL, NULL)) < 0 && ret != -ERESTART)
 			break;
 		ret = 0;
 	}
@@ -1418,6 +1424,8 @@ again:
 		ret = send ? rsx_up_send(s, fd, iov, iovcnt, len, flags,
 					 nonblock, done) :
 			     rsx_up_recv(s, fd, iov, iovcnt, len, flags, nonblock);
+		if (ret == -ERESTART)
+			goto again;	/* now in the socket's new state */
 		break;
 	case RSX_ST_FORKED:
 		ret = rsx_forked_use(s);
@@ -1428,6 +1436,8 @@ again:
 		if (send) {
 			ret = rsx_hello_send(s, fd, iov, iovcnt, len, flags,
 					     nonblock);
+			if (ret == -ERESTART)
+				goto again;
 			break;
 		}
 		/* fall through */
@@ -1681,7 +1691,8 @@ static void rsx_finish(struct rsx_sock *s, int fd, int64_t deadline)
 					 fd);
 			return;
 		}
-		rsx_wait_conn(s, fd, 0);
+		if (rsx_wait_conn(s, fd, 0) == -ERESTART)
+			return;		/* TCP's now (rsx_sleep) */
 	}
 }
 
@@ -1750,7 +1761,8 @@ static int rsx_client_hello_settle(struct rsx_sock *s, int fd,
 			return -ETIMEDOUT;
 		rsx_wait_in(s, fd, 10);
 	}
-	if (ret > 0 && h.nonce == s->conn->nonce &&
+	/* s->lock was dropped: another thread may have settled it */
+	if (ret > 0 && s->conn && h.nonce == s->conn->nonce &&
 	    (h.type == RSX_MSG_ACK || h.type == RSX_MSG_NAK))
 		rsx_consume_msg(fd);
 	rsx_to_tcp(s, RSX_STAT_COUNT);
@@ -1945,8 +1957,13 @@ static int rsx_downgrade(struct rsx_sock *s, int fd, int exec)
 		goto out;
 	}
 	while ((ret = rsx_conn_downgrade(c)) == -EAGAIN &&
-	       rsx_now_ms() < deadline)
-		rsx_wait_conn(s, fd, 0);	/* a message credit */
+	       rsx_now_ms() < deadline) {
+		/* a message credit; or another thread took it to TCP */
+		if (rsx_wait_conn(s, fd, 0) == -ERESTART) {
+			ret = 0;
+			goto out;
+		}
+	}
 	if (!ret)
 		ret = rsx_conn_wait_sent(c, c->down_wr, rsx_config.linger_ms);
 	/* the peer may have gone back to TCP at the same moment */
@@ -1967,12 +1984,9 @@ out:
 		rsx_stat_inc(exec ? RSX_STAT_exec_lost : RSX_STAT_fork_lost);
 	}
 	rsx_handoff_done(s, !ret);
-	if (c) {
-		/* a thread asleep on it goes on using it until the exec:
-		 * never freed then (rsx_to_tcp leaves it to the sleeper) */
-		c->keep = exec;
+	/* a thread asleep on it frees it, and goes on over TCP (rsx_sleep) */
+	if (c)
 		rsx_to_tcp(s, RSX_STAT_COUNT);
-	}
 	return ret;
 }
 

@@ -12,6 +12,14 @@
 #       does not exist and goes on itself ("fail"); the rest of the stream
 #       goes to OUT, then UP2 bytes go out and the write side is shut.
 #   exec.py rest FD OUT     (the new program of "exec")
+#   exec.py server ADDR PORT quiet OUT
+#       accepts one connection, reads "hello" and then "go", answers "x",
+#       and writes all it receives until EOF to OUT.
+#   exec.py client ADDR PORT BIND failsleep OUT
+#       sends "hello"; once the connection is upgraded, a thread sleeps in
+#       recv() on it while an exec fails; then "go" goes out, the thread
+#       must get the "x", and the process ends with the connection closed
+#       (its counters tell whether the connection was freed).
 #
 # The byte streams are fixed (random.Random seeds) so that the shell can
 # compare OUT with exec.py expect up|down.
@@ -46,6 +54,14 @@ def up_bytes():
 def server(addr, port, mode, out):
     lst = socket.create_server((addr, port), family=socket.AF_INET)
     c, _ = lst.accept()
+    if mode == "quiet":
+        got = recv_exact(c, 7)
+        c.sendall(b"x")
+        got += recv_exact(c, 1 << 20)
+        with open(out, "wb") as f:
+            f.write(got)
+        c.close()
+        return
     # Small TCP buffers (the client's too): the server's bytes must not all
     # fit in them before the client's CUTOVER comes, or none goes over RDMA
     # (CI's slowed VM: the whole 3 MiB went over TCP first, into buffers
@@ -152,7 +168,34 @@ def wait_server_cutover(s):
         time.sleep(0.02)
 
 
+def client_failsleep(addr, port, bind, out):
+    s = socket.create_connection((addr, port), source_address=(bind, 0))
+    s.sendall(b"hello")
+    got = []
+    t = threading.Thread(target=lambda: got.append(s.recv(1)))
+    t.start()
+    deadline = time.monotonic() + 60
+    while own_counter("upgraded") == 0:
+        if time.monotonic() > deadline:
+            sys.exit("exec.py client: not upgraded in 60 s")
+        time.sleep(0.02)
+    time.sleep(0.5)     # the thread asleep on the upgraded connection
+    s.set_inheritable(True)
+    try:
+        os.execv("/nonexistent/program", ["x"])
+    except OSError:
+        pass
+    s.sendall(b"go")
+    t.join(60)
+    with open(out, "wb") as f:
+        f.write(b"".join(got))
+    s.close()
+    sys.exit(0 if got == [b"x"] else 1)
+
+
 def client(addr, port, bind, mode, out):
+    if mode == "failsleep":
+        client_failsleep(addr, port, bind, out)
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, TCP_BUF)
     s.bind((bind, 0))

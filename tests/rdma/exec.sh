@@ -100,4 +100,29 @@ for run in block:exec epoll:exec block:fail; do
 		test "$(stat_of $tmpdir/x.sstats conn_errors)$(stat_of $tmpdir/x.cstats conn_errors)" = 00
 	[ "${RSOCKX_EXEC_SHOW:-}" = 1 ] && sed "s/^/  $run: /" $tmpdir/x.sstats $tmpdir/x.cstats >&2
 done
+
+# An exec that fails while another thread sleeps on the upgraded
+# connection: the connection the exec kept for that thread is freed once
+# the process is back (before, it was kept for good).
+rm -f "$tmpdir"/x.*
+port=$(vm_port)
+timeout 120 env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_CONF= \
+	RSOCKX_HELLO_GRACE_MS=2000 RSOCKX_STATS_FILE="$tmpdir/x.sstats" \
+	"$PYTHON" "$abs_top_srcdir/tests/rdma/exec.py" server \
+	$HOST_B $port quiet "$tmpdir/x.sout" &
+spid=$!
+wait_listen $port || bail "server did not listen"
+timeout 120 env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_CONF="$tmpdir/rdma.conf" \
+	RSOCKX_STATS_FILE="$tmpdir/x.cstats" \
+	"$PYTHON" "$abs_top_srcdir/tests/rdma/exec.py" client \
+	$HOST_B $port $HOST_A failsleep "$tmpdir/x.cout"
+check "failsleep: the sleeping thread got the server's answer" [ $? -eq 0 ]
+reap $spid 60
+check "failsleep: the server got every byte" \
+	test "$(cat "$tmpdir/x.sout")" = hellogo
+check "failsleep: upgraded, then back to TCP for the exec" \
+	test "$(stat_of $tmpdir/x.cstats upgraded)$(stat_of $tmpdir/x.cstats exec_downgraded)" = 11
+check "failsleep: its queue pair freed after the failed exec (created $(stat_of $tmpdir/x.cstats qps_created), destroyed $(stat_of $tmpdir/x.cstats qps_destroyed))" \
+	test "$(stat_of $tmpdir/x.cstats qps_created)" = 1 -a \
+	     "$(stat_of $tmpdir/x.cstats qps_destroyed)" = 1
 done_testing

@@ -14,6 +14,10 @@
 #         idle    the child never touches the socket; the parent runs
 #                 phases 2 and 3 meanwhile
 #         daemon  the parent exits at once; the child runs phases 2 and 3
+#         reader  a thread of the parent sleeps in recv() for phase 2's
+#                 echo while the child sends phase 2 (the parent takes
+#                 the connection back to TCP under that sleeping thread);
+#                 then the parent runs phase 3
 #       Whoever ends last writes "BYTES SHA256" of all it sent to OUT, or
 #       "FAIL why".
 #
@@ -24,6 +28,7 @@ import os
 import random
 import socket
 import sys
+import threading
 import time
 
 PHASE = [300000, 200000, 250000]
@@ -47,6 +52,16 @@ def echo_phase(s, n):
             got += b
         if got != rec:
             raise RuntimeError("phase %d: echo differs at %d" % (n, off))
+
+
+def recv_exact(s, n):
+    got = bytearray()
+    while len(got) < n:
+        b = s.recv(n - len(got))
+        if not b:
+            break
+        got += b
+    return bytes(got)
 
 
 def finish(s, out):
@@ -81,6 +96,9 @@ def client(addr, port, bind, scen, out):
                 echo_phase(s, 1)
             elif scen == "idle":
                 time.sleep(0.5)
+            elif scen == "reader":
+                time.sleep(0.5)     # the parent's reader is asleep by now
+                s.sendall(phase_bytes(1))
             elif scen == "daemon":
                 deadline = time.time() + 20
                 while os.getppid() == parent and time.time() < deadline:
@@ -97,6 +115,19 @@ def client(addr, port, bind, scen, out):
     if scen == "child":
         _, st = os.waitpid(pid, 0)
         if st != 0:
+            return 1
+    elif scen == "reader":
+        got = []
+        t = threading.Thread(target=lambda: got.append(
+            recv_exact(s, PHASE[1])))
+        t.start()
+        _, st = os.waitpid(pid, 0)
+        t.join(60)
+        if st != 0 or got != [phase_bytes(1)]:
+            fail(out, "reader: child exit %d, %s" % (
+                st, "no echo" if not got else "%d bytes of echo, %s" % (
+                    len(got[0]), "right" if got[0] == phase_bytes(1)
+                    else "wrong")))
             return 1
     else:
         echo_phase(s, 1)

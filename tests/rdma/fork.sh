@@ -8,6 +8,9 @@
 #   idle    the child never touches it: the parent stays on RDMA
 #   daemon  the client's parent exits at once (it downgrades on the way
 #           out); the child goes on alone
+#   reader  a thread of the client's parent sleeps in recv() on the
+#           connection when the child's send takes it back to TCP: it
+#           reads the rest of the echo over TCP
 #   srvfork the server forks and closes its copy (it downgrades instead of
 #           ending the stream); the server's child echoes the rest
 # Checked: every byte (sha256 at both ends), bytes over RDMA before the
@@ -27,7 +30,7 @@ FORKPY=$abs_top_srcdir/tests/rdma/fork.py
 export RSOCKX_PROBE_TIMEOUT_MS=10000
 printf 'rdma connect * *\n' >"$tmpdir/rdma.conf"
 
-for scen in ${RSOCKX_FORK_SCENARIOS:-child idle daemon srvfork}; do
+for scen in ${RSOCKX_FORK_SCENARIOS:-child idle daemon reader srvfork}; do
 	d=$tmpdir/$scen
 	mkdir -p "$d"
 	smode=echo cscen=$scen
@@ -62,7 +65,7 @@ for scen in ${RSOCKX_FORK_SCENARIOS:-child idle daemon srvfork}; do
 	cf=$(stat_of $d/cstats fork_downgraded) sf=$(stat_of $d/sstats fork_downgraded)
 	ch=$(stat_of $d/cstats fork_handoffs) sh=$(stat_of $d/sstats fork_handoffs)
 	case $scen in
-	child|daemon)
+	child|daemon|reader)
 		check "$scen: the client's parent went back to TCP for its child, the child took it over (fork_downgraded $cf, fork_handoffs $ch)" \
 			test "$cf" = 1 -a "$ch" = 1
 		check "$scen: the server went back to TCP after the client's parent (peer_downgrades $(stat_of $d/sstats peer_downgrades))" \
