@@ -24,9 +24,18 @@
 #include "upgrade.h"
 #include "verbs.h"
 
-/* The private data of a responder's reject: "rsockx", NUL, version. */
+/*
+ * The private data of a responder's reject: "rsockx", NUL, then 1, or 2
+ * from a responder whose program closed the listener a moment ago (socat,
+ * nc -l: one connection, then the listener goes) and that still serves
+ * the connections it accepted (RSOCKX_OOB_WINDOW_MS): a yes for the
+ * connection that asks now, not for the next ones (RSX_PROBE_BRIEF_MS).
+ * A client that knows only 1 takes a 2 for no, as before there was one.
+ */
 static const uint8_t rsx_probe_mark[8] = { 'r', 's', 'o', 'c', 'k', 'x', 0,
 					   1 };
+#define RSX_PROBE_MARK_BRIEF	2
+#define RSX_PROBE_BRIEF_MS	1000
 
 #define RSX_PROBE_CACHE 256
 /*
@@ -156,9 +165,9 @@ static int rsx_port_listens(const struct sockaddr *addr)
 /*
  * A request to a responder whose program closed the listener: 0 when it
  * is answered as usual (the port still listens, or it is an out-of-band
- * request within the window), 1 when it is refused as by a port without
- * rsockx; a responder past its time goes after this event.  Under
- * rsx_cm_busy.
+ * request within the window), RSX_PROBE_MARK_BRIEF for a probe within the
+ * window, 1 when it is refused as by a port without rsockx; a responder
+ * past its time goes after this event.  Under rsx_cm_busy.
  */
 static int rsx_orphan_refuses(struct rdma_cm_event *ev)
 {
@@ -173,7 +182,8 @@ static int rsx_orphan_refuses(struct rdma_cm_event *ev)
 		return 0;
 	if (rsx_now_ms() < o->until)
 		return !d || ev->param.conn.private_data_len < RSX_OOB_MAGIC_LEN ||
-		       memcmp(d, rsx_oob_magic, RSX_OOB_MAGIC_LEN);
+		       memcmp(d, rsx_oob_magic, RSX_OOB_MAGIC_LEN) ?
+		       RSX_PROBE_MARK_BRIEF : 0;
 	pthread_mutex_lock(&rsx_probe_lock);
 	o->id = NULL;
 	pthread_mutex_unlock(&rsx_probe_lock);
@@ -207,14 +217,17 @@ static struct rdma_cm_id *rsx_cm_event(struct rdma_cm_event *ev)
 	struct rdma_cm_id *done = NULL;
 	struct rdma_conn_param cp;
 	struct rsx_probe *p;
-	int ok;
+	const uint8_t *d;
+	uint8_t mark[8];
+	int ok, orphan;
 
 	if (ctx && rsx_oob_owns(ctx))
 		return rsx_oob_cm_event(ev);
 	if (ctx == &rsx_listener_ctx) {
 		if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST)
 			return NULL;
-		if (rsx_orphan_refuses(ev)) {
+		orphan = rsx_orphan_refuses(ev);
+		if (orphan == 1) {
 			rsx_rdma.reject(ev->id, NULL, 0);	/* not rsockx */
 			return ev->id;
 		}
@@ -222,8 +235,10 @@ static struct rdma_cm_id *rsx_cm_event(struct rdma_cm_event *ev)
 				       ev->param.conn.private_data_len))
 			return NULL;	/* answered later (oob.c) */
 		/* the request has an id of its own: reject, then destroy */
-		rsx_rdma.reject(ev->id, rsx_probe_mark,
-				sizeof(rsx_probe_mark));
+		memcpy(mark, rsx_probe_mark, sizeof(mark));
+		if (orphan == RSX_PROBE_MARK_BRIEF)
+			mark[7] = RSX_PROBE_MARK_BRIEF;
+		rsx_rdma.reject(ev->id, mark, sizeof(mark));
 		rsx_stat_inc(RSX_STAT_probes_answered);
 		return ev->id;
 	}
@@ -247,14 +262,16 @@ static struct rdma_cm_id *rsx_cm_event(struct rdma_cm_event *ev)
 			done = rsx_probe_done(p, RSX_PROBE_NO);
 		break;
 	case RDMA_CM_EVENT_REJECTED:
-		ok = ev->status == RSX_IB_CM_REJ_CONSUMER &&
-		     ev->param.conn.private_data &&
+		d = ev->param.conn.private_data;
+		ok = ev->status == RSX_IB_CM_REJ_CONSUMER && d &&
 		     ev->param.conn.private_data_len >= sizeof(rsx_probe_mark) &&
-		     !memcmp(ev->param.conn.private_data, rsx_probe_mark,
-			     sizeof(rsx_probe_mark));
+		     !memcmp(d, rsx_probe_mark, sizeof(rsx_probe_mark) - 1) &&
+		     (d[7] == rsx_probe_mark[7] || d[7] == RSX_PROBE_MARK_BRIEF);
 		rsx_dbg("probe answered: %s (status %d)", ok ? "rsockx" : "no",
 			ev->status);
 		done = rsx_probe_done(p, ok ? RSX_PROBE_YES : RSX_PROBE_NO);
+		if (ok && d[7] == RSX_PROBE_MARK_BRIEF)
+			p->expires = rsx_now_ms() + RSX_PROBE_BRIEF_MS;
 		rsx_oob_rescan();	/* clients that waited for it */
 		break;
 	default:

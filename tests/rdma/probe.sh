@@ -82,4 +82,49 @@ check "device scan: the connection upgraded on both ends" \
 	test "$(stat_of $out.cstats upgraded)" = 1 -a "$(stat_of $out.sstats upgraded)" = 1
 check "device scan: ${calls:-no} ioctl calls, ${errs:-no} failed, in the client (at most 100)" \
 	test -n "$calls" -a "${calls:-1000}" -le 100
+# A listener closed right after its one accept (socat, nc -l): its
+# responder still serves that connection for RSOCKX_OOB_WINDOW_MS, and a
+# probe that comes then gets a brief yes (mark 2: for the connection that
+# asks, cached 1 s); after the window, a plain no.  The probes come from
+# connects that the closed port refuses: the probe leaves before the real
+# connect.
+orphan_probe() {	# LABEL: one refused connect under the library, rules rdma
+	timeout 30 env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_LOG=debug \
+		RSOCKX_CONF="$tmpdir/rdma.conf" RSOCKX_PROBE_TIMEOUT_MS=10000 \
+		RSOCKX_STATS_FILE="$tmpdir/$1.cstats" "$PYTHON" -c '
+import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=20)
+    print("connected")
+except OSError as e:
+    print("refused" if isinstance(e, ConnectionRefusedError) else repr(e))
+' $HOST_B "$port" $HOST_A >"$tmpdir/$1.out" 2>"$tmpdir/$1.log"
+}
+printf 'rdma connect * *\n' >"$tmpdir/rdma.conf"
+port=$(vm_port)
+rm -f "$tmpdir/orphan.closed"
+timeout 60 env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_CONF= \
+	RSOCKX_OOB_WINDOW_MS=6000 "$PYTHON" -c '
+import os, socket, sys, time
+ls = socket.create_server((sys.argv[1], int(sys.argv[2])))
+c, _ = ls.accept()
+ls.close()
+open(sys.argv[3], "w").close()
+time.sleep(12)
+' $HOST_B "$port" "$tmpdir/orphan.closed" &
+opid=$!
+wait_listen "$port" || bail "orphan server did not listen"
+exec 7<>/dev/tcp/$HOST_B/$port		# the one connection it accepts
+wait_file "$tmpdir/orphan.closed" 200 || bail "orphan server did not close"
+orphan_probe orphan-young
+check "closed listener, in its window: the connect refused, the probe said rsockx ($(cat "$tmpdir/orphan-young.out"), probe_yes $(stat_of "$tmpdir/orphan-young.cstats" probe_yes))" \
+	test "$(cat "$tmpdir/orphan-young.out")" = refused -a \
+	"$(stat_of "$tmpdir/orphan-young.cstats" probe_yes)" = 1
+sleep 7
+orphan_probe orphan-old
+check "closed listener, past its window: the probe said no (probe_no $(stat_of "$tmpdir/orphan-old.cstats" probe_no))" \
+	test "$(cat "$tmpdir/orphan-old.out")" = refused -a \
+	"$(stat_of "$tmpdir/orphan-old.cstats" probe_no)" = 1
+exec 7>&-
+reap $opid 30
 done_testing
