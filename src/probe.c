@@ -17,6 +17,7 @@
 #include "libc.h"
 #include "fdtab.h"
 #include "handoff.h"
+#include "linger.h"
 #include "log.h"
 #include "oob.h"
 #include "probe.h"
@@ -329,6 +330,7 @@ static void *rsx_cm_thread(void *arg)
 		rsx_orphans_expire();
 		more = rsx_oob_tick();
 		more |= rsx_fork_serve();
+		rsx_linger_tick();
 		pthread_mutex_unlock(&rsx_cm_busy);
 	}
 	return NULL;

@@ -105,6 +105,7 @@ struct rsx_sock {
 	 * on with (rsx_sock_orphan()), under lock; -1: none.
 	 */
 	int orphan_fd;
+	uint8_t lingered;	/* closed, its end left to the background */
 
 	/* out of band (oob.h), under lock unless said */
 	uint8_t oob_ok;		/* a request for it may come (server) */

@@ -79,7 +79,8 @@
 	X(fork_downgraded)	/* upgraded, back on TCP for a fork child */ \
 	X(fork_lost)		/* ... that could not be: shut down */	\
 	X(fork_handoffs)	/* child: a parent's connection, TCP now */ \
-	X(fallback_pinned)	/* stayed TCP: RSOCKX_PIN_MAX pinned already */
+	X(fallback_pinned)	/* stayed TCP: RSOCKX_PIN_MAX pinned already */ \
+	X(closes_lingered)	/* non-blocking closes ended in the background */
 
 enum rsx_stat {
 #define RSX_STAT_ENUM(name) RSX_STAT_##name,

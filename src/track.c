@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <netinet/in.h>
 
+#include "clock.h"
 #include "config.h"
 #include "dev.h"
 #include "oob.h"
@@ -23,6 +24,7 @@
 #include "fdtab.h"
 #include "init.h"
 #include "libc.h"
+#include "linger.h"
 #include "log.h"
 #include "stats.h"
 #include "ready.h"
@@ -454,8 +456,11 @@ char **rsx_exec_env(char *const envp[], int self)
 				found ? "," : "", fd);
 		found++;
 	}
-	if (self)
+	if (self) {
+		/* closes still ending in the background end first */
+		rsx_linger_exit(rsx_now_ms() + rsx_config.linger_ms);
 		rsx_exec_stats();
+	}
 	for (n = 0; envp && envp[n]; n++)
 		had |= !strncmp(envp[n], RSX_INHERIT, strlen(RSX_INHERIT));
 	if (!found && !had)

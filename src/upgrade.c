@@ -50,6 +50,7 @@
 #include "fdtab.h"
 #include "guard.h"
 #include "handoff.h"
+#include "linger.h"
 #include "libc.h"
 #include "log.h"
 #include "oob.h"
@@ -1641,8 +1642,10 @@ void rsx_ready_upgraded(struct rsx_sock *s)
  * complete in order, so every byte sent before it is then in the peer's
  * memory.  A peer that has closed its TCP connection reads no more, so
  * there is nothing to wait for (TCP would answer such data with a reset).
+ * Returns 1 when deadline came first (0: no wait at all), 0 when it is
+ * done, or nothing is left to do.
  */
-static void rsx_finish(struct rsx_sock *s, int fd, int64_t deadline)
+static int rsx_finish(struct rsx_sock *s, int fd, int64_t deadline)
 {
 	struct rsx_conn *c = s->conn;
 	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
@@ -1651,7 +1654,7 @@ static void rsx_finish(struct rsx_sock *s, int fd, int64_t deadline)
 
 	while (c && c->peer_down && rsx_resend(s, fd) == -EAGAIN) {
 		if (!deadline)
-			return;		/* the next pass (rsx_exit_flush) */
+			return 1;	/* the next pass (rsx_exit_flush) */
 		if (rsx_now_ms() > deadline) {
 			struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 
@@ -1660,7 +1663,7 @@ static void rsx_finish(struct rsx_sock *s, int fd, int64_t deadline)
 				 "time", fd);
 			rsx_libc.setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg,
 					    sizeof(lg));
-			return;
+			return 0;
 		}
 		pthread_mutex_unlock(&s->lock);
 		rsx_libc.poll(&pfd, 1, 100);
@@ -1676,23 +1679,23 @@ static void rsx_finish(struct rsx_sock *s, int fd, int64_t deadline)
 	if (c && !c->tx_ring)
 		rsx_progress(s, fd);
 	if (!c || !c->tx_ring)
-		return;
+		return 0;
 	for (;;) {
 		rsx_progress(s, fd);
 		if (rsx_peer_gone(c))
-			return;
+			return 0;
 		if (!c->fin_sent)
 			rsx_conn_fin(c);	/* -EAGAIN: no credit yet */
 		if (c->fin_sent && c->sq_done >= c->fin_wr)
-			return;
+			return 0;
 		if (rsx_now_ms() >= deadline) {
 			if (deadline)
 				rsx_info("fd %d: FIN not acknowledged in time",
 					 fd);
-			return;
+			return 1;
 		}
 		if (rsx_wait_conn(s, fd, 0) == -ERESTART)
-			return;		/* TCP's now (rsx_sleep) */
+			return 0;	/* TCP's now (rsx_sleep) */
 	}
 }
 
@@ -1786,15 +1789,70 @@ static int rsx_hand_back(struct rsx_sock *s)
 }
 
 /*
+ * The end of a closed socket's stream, under s->lock: the FIN landed, or
+ * the answer to the HELLO taken off TCP.  1 while deadline came first (0:
+ * no wait at all).
+ */
+static int rsx_end_step(struct rsx_sock *s, int fd, int64_t deadline)
+{
+	if (s->state == RSX_ST_UPGRADED && s->conn)
+		return rsx_finish(s, fd, deadline);
+	if (s->state == RSX_ST_CLIENT_HELLO && s->conn)
+		return rsx_client_hello_settle(s, fd, deadline) == -ETIMEDOUT;
+	return 0;
+}
+
+int rsx_sock_linger_step(struct rsx_sock *s, int64_t deadline)
+{
+	return rsx_end_step(s, s->orphan_fd, deadline);
+}
+
+/*
+ * close() of a non-blocking socket whose FIN (or HELLO's answer) is still
+ * out: the rest goes on in the background (linger.h), with a private
+ * duplicate of fd and a reference of the lingerer's.  0 when it does.
+ */
+static int rsx_linger_start(struct rsx_sock *s, int fd)
+{
+	int k;
+
+	if (s->orphan_fd >= 0)
+		return -EBUSY;
+	k = rsx_libc.fcntl(fd, F_DUPFD_CLOEXEC, rsx_fd_private_base());
+	if (k < 0)
+		return -errno;
+	rsx_fd_set_private(k, NULL);
+	s->orphan_fd = k;
+	if (rsx_linger_add(s, rsx_linger_end())) {
+		s->orphan_fd = -1;
+		rsx_fd_take(k);
+		rsx_libc.close(k);
+		return -ENOSPC;
+	}
+	s->lingered = 1;
+	atomic_fetch_add(&s->ref, 1);
+	rsx_stat_inc(RSX_STAT_closes_lingered);
+	rsx_dbg("fd %d: closed, its end goes on in the background (fd %d)",
+		fd, k);
+	return 0;
+}
+
+/*
  * The last descriptor of an upgraded socket is about to be closed: every
  * byte the application sent must reach the peer's ring before the TCP
  * connection (whose EOF the peer takes as the end) goes away.
+ * A non-blocking socket leaves that to the background (linger.h).
  */
 void rsx_sock_close_last(struct rsx_sock *s, int fd)
 {
 	pthread_mutex_lock(&s->lock);
-	if (rsx_hand_back(s))
+	if (s->lingered)
+		;	/* the lingerer's end (linger.c): nothing left to wait */
+	else if (rsx_hand_back(s))
 		rsx_downgrade(s, fd, 0);	/* a fork child may hold it */
+	else if (atomic_load(&s->nonblock) && rsx_end_step(s, fd, 0) &&
+		 !rsx_linger_start(s, fd))
+		;	/* goes on in the background */
 	else if (s->state == RSX_ST_UPGRADED)
 		rsx_finish(s, fd, rsx_linger_end());
 	else if (s->state == RSX_ST_CLIENT_HELLO)
@@ -1858,7 +1916,7 @@ void rsx_sock_orphan_end(struct rsx_sock *s)
  * s->lock, unless another thread holds it (and may be inside a call on s,
  * at exit) until deadline: 0, or -EBUSY.
  */
-static int rsx_lock_until(struct rsx_sock *s, int64_t deadline)
+int rsx_lock_until(struct rsx_sock *s, int64_t deadline)
 {
 	while (pthread_mutex_trylock(&s->lock)) {
 		if (rsx_now_ms() >= deadline)
@@ -1907,6 +1965,7 @@ void rsx_exit_flush(void)
 			pthread_mutex_unlock(&s->lock);
 		}
 	}
+	rsx_linger_exit(deadline);
 }
 
 /*
@@ -2120,6 +2179,7 @@ void rsx_fork_child_sockets(void)
 
 	rsx_probe_fork_child();
 	rsx_handoff_fork_child();	/* after: the parent's bell stays */
+	rsx_linger_fork_child();
 	rsx_ready_fork_child();
 	rsx_conn_fork_child();
 	for (fd = 0; fd < hw; fd++) {

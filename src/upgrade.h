@@ -21,6 +21,11 @@ ssize_t rsx_sock_sendfile(int out_fd, int in_fd, off_t *offset,
 int rsx_sock_shutdown(int fd, int how);
 int rsx_sock_ioctl(int fd, unsigned long req, void *arg);
 void rsx_sock_close_last(struct rsx_sock *s, int fd);
+/* A step of a close left to the background (linger.h), under s->lock:
+ * 1 while the peer is still to get the stream's end. */
+int rsx_sock_linger_step(struct rsx_sock *s, int64_t deadline);
+/* s->lock, unless another thread holds it until deadline: -EBUSY. */
+int rsx_lock_until(struct rsx_sock *s, int64_t deadline);
 void rsx_sock_orphan(struct rsx_sock *s, int fd);
 void rsx_sock_orphan_end(struct rsx_sock *s);
 void rsx_sock_connected(struct rsx_sock *s, int fd, int action,

@@ -12,6 +12,16 @@
 #       closes the first one and prints "close wall W cpu C" (seconds).
 #       "exit": prints "exiting T" (the time of day, s) and exits with
 #       all N open.
+#   linger.py drain ADDR PORT SECONDS
+#       accepts one connection, reads nothing for SECONDS (its library
+#       sees no HELLO meanwhile), then reads to the end; prints "got N
+#       SHA256 at T" (T: the time of day of the end).
+#   linger.py nbclose ADDR PORT BIND SECONDS
+#       with the socket non-blocking, sends until EAGAIN (the HELLO that
+#       leads the stream still unanswered) and closes; prints "sent N
+#       SHA256", "close wall W" (seconds), and "exiting T" after staying
+#       SECONDS more.
+import hashlib
 import os
 import resource
 import socket
@@ -62,7 +72,46 @@ def client(addr, port, bind, n, how):
     os._exit(0)     # straight to exit: no close of the sockets first
 
 
+def drain(addr, port, secs):
+    ls = socket.create_server((addr, port), family=socket.AF_INET)
+    c, _ = ls.accept()
+    time.sleep(secs)
+    h, n = hashlib.sha256(), 0
+    while True:
+        b = c.recv(65536)
+        if not b:
+            break
+        h.update(b)
+        n += len(b)
+    print("got %d %s at %.3f" % (n, h.hexdigest(), time.time()), flush=True)
+
+
+def nbclose(addr, port, bind, secs):
+    s = socket.create_connection((addr, port), source_address=(bind, 0))
+    s.setblocking(False)
+    h, n = hashlib.sha256(), 0
+    chunk = os.urandom(16384)
+    while n < 64 << 20:
+        try:
+            k = s.send(chunk)
+        except BlockingIOError:
+            break
+        h.update(chunk[:k])
+        n += k
+    print("sent %d %s" % (n, h.hexdigest()), flush=True)
+    t = time.monotonic()
+    s.close()
+    print("close wall %.3f" % (time.monotonic() - t), flush=True)
+    time.sleep(secs)
+    print("exiting %.3f" % time.time(), flush=True)
+
+
 def main():
+    if sys.argv[1] == "drain":
+        return drain(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
+    if sys.argv[1] == "nbclose":
+        return nbclose(sys.argv[2], int(sys.argv[3]), sys.argv[4],
+                       float(sys.argv[5]))
     if sys.argv[1] == "server":
         return server(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]),
                       float(sys.argv[5]))

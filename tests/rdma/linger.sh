@@ -9,6 +9,11 @@
 #          linger, asleep (CPU time of the close well under its wall time).
 #   exit:  four such connections open at exit: one RSOCKX_LINGER_MS for
 #          all of them, not one each (8 s before).
+#   nbclose: a non-blocking socket whose peer reads nothing for 3 s is
+#          closed with its HELLO unanswered: close() returns at once (it
+#          waited for the peer before), the answer is awaited in the
+#          background, and the peer gets every byte and the end of the
+#          stream while the client still runs.
 # vm-exclusive: yes
 # vm-timeout: 200
 . "$abs_top_srcdir/tests/lib.sh"
@@ -55,4 +60,32 @@ for run in close:1 exit:4; do
 			awk -v t="$took" 'BEGIN { exit !(t < 4.5) }'
 	fi
 done
+
+port=$(vm_port)
+timeout 60 env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_CONF= \
+	RSOCKX_STATS_FILE="$tmpdir/nb.sstats" \
+	"$PYTHON" "$py" drain $HOST_B $port 3 >"$tmpdir/nb.server" 2>&1 &
+spid=$!
+wait_listen $port || bail "nbclose: server did not listen"
+timeout 60 env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_CONF="$tmpdir/rdma.conf" \
+	RSOCKX_LINGER_MS=10000 RSOCKX_STATS_FILE="$tmpdir/nb.cstats" \
+	"$PYTHON" "$py" nbclose $HOST_B $port $HOST_A 6 >"$tmpdir/nb.out" 2>&1
+rc=$?
+reap $spid 30
+sed "s/^/  nbclose: /" "$tmpdir/nb.out" "$tmpdir/nb.server" >&2
+wall=$(awk '/^close wall/ { print $3 }' "$tmpdir/nb.out")
+check "nbclose: the client ended well ($rc), its HELLO went out" \
+	test $rc = 0 -a "$(stat_of $tmpdir/nb.cstats hello_sent)" = 1
+check "nbclose: close() returned at once (${wall:-?} s; the peer read nothing for 3 s)" \
+	awk -v w="${wall:-99}" 'BEGIN { exit !(w < 0.5) }'
+check "nbclose: its end went on in the background (closes_lingered $(stat_of $tmpdir/nb.cstats closes_lingered))" \
+	test "$(stat_of $tmpdir/nb.cstats closes_lingered)" = 1
+sent=$(awk '/^sent/ { print $2, $3 }' "$tmpdir/nb.out")
+got=$(awk '/^got/ { print $2, $3 }' "$tmpdir/nb.server")
+check "nbclose: the server got every byte and the end ($got / $sent)" \
+	test -n "$sent" -a "$sent" = "$got"
+tend=$(awk '/^got/ { print $5 }' "$tmpdir/nb.server")
+texit=$(awk '/^exiting/ { print $2 }' "$tmpdir/nb.out")
+check "nbclose: ... before the client exited (end $tend, exit $texit)" \
+	awk -v a="${tend:-99999999999}" -v b="${texit:-0}" 'BEGIN { exit !(a < b) }'
 done_testing
