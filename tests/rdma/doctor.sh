@@ -78,15 +78,19 @@ check "... device files usable" verdict "device files" OK rdma_cm
 check "... memlock OK" verdict memlock OK 'need about'
 
 # A librsockx server on B, held connections; the doctor's client from A.
-port=$(vm_port)
-timeout 300 env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_CONF= "$PYTHON" -c '
+# serve: one in the background, its pid in $spid, its port in $port.
+serve() {
+	port=$(vm_port)
+	timeout 300 env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_CONF= "$PYTHON" -c '
 import socket, sys
 l = socket.create_server((sys.argv[1], int(sys.argv[2])))
 conns = []
 while True:
     conns.append(l.accept()[0])' $HOST_B $port &
-spid=$!
-wait_listen $port || bail "server did not listen"
+	spid=$!
+	wait_listen $port || bail "server did not listen"
+}
+serve
 
 check "destination served by rsockx: exit 0" dr --bind $HOST_A $HOST_B:$port
 check "... the route's RDMA port: rxe0, by A's address" verdict "RDMA port" OK "by its source address $HOST_A: rxe0/1"
@@ -127,17 +131,31 @@ check "memlock 4 MiB: WARN, about 7 of 64 connections" verdict memlock WARN 'abo
 # A down port ------------------------------------------------------------------------------
 ip link set $NETDEV_B down
 wait_state $DEV_B DOWN || diag "rxe1 still $(port_state $DEV_B)"
-dr --no-processes --bind $HOST_A $HOST_B:$port
+# Machine checks only: an RDMA CM request sent while the port is down
+# leaves the guest's CM answering no request to B afterwards, for any
+# process (seen here: every VM script after this one failed), which a
+# real network's link flap may do as well (noted in issue 20).
+dr --no-processes
 rc=$?
 check "vethB down: exit 1" test $rc = 1
 check "... port rxe1/1 FAIL: its netdev is administratively down" \
 	verdict "port rxe1/1" FAIL 'DOWN .*vethB is administratively down'
 check "... with the fix" bash -c 'grep -q "ip link set vethB up" "$0"' "$tmpdir/j"
 ip link set $NETDEV_B up
-vm_net_paths
 check "restored: rxe1 ACTIVE again" wait_state $DEV_B ACTIVE
 wait_state $DEV_A ACTIVE
+# The link's down took the routes and neighbours through it: back, once
+# the link is up (a route through a link without carrier is refused, and
+# one failed line ends the batch), so that the scripts after this one find
+# the network as guest.sh left it.
+vm_net_paths
+check "restored: the routes between A and B are back" \
+	bash -c 'ip route show table 11 | grep -q "^$0 " &&
+		 ip -6 route show table 11 | grep -q "^$1 "' $HOST_A $HOST_A6
 check "restored: exit 0 again" dr --no-processes
+dr --no-processes --bind $HOST_A $HOST_B:$port
+check "restored: a connection upgrades again" \
+	verdict upgrade OK 'upgraded to RDMA'
 
 kill $spid 2>/dev/null
 wait $spid 2>/dev/null
