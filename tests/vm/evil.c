@@ -182,8 +182,12 @@ static const char *qp_state_str(struct ibv_qp *qp)
 	return n[a.qp_state];
 }
 
-/* A send completion (at most 20 s); returns its status, -1 on timeout. */
-static int wait_send(struct link *l)
+/*
+ * A completion (at most 20 s): of our own requests (recv 0; those of the
+ * receives flushed from a QP in error left out), or of the server's
+ * writes with immediate (recv 1).  Returns its status, -1 on timeout.
+ */
+static int wait_wc(struct link *l, int recv)
 {
 	struct ibv_wc wc;
 	int i, n;
@@ -192,27 +196,12 @@ static int wait_send(struct link *l)
 		n = ibv_poll_cq(l->cq, 1, &wc);
 		if (n < 0)
 			die("ibv_poll_cq", EIO);
-		if (n == 1 && wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM &&
+		if (n == 1 && recv && wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+			return wc.status;
+		if (n == 1 && !recv &&
+		    wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM &&
 		    !(wc.status != IBV_WC_SUCCESS && wc.wr_id == 0))
 			return wc.status;
-		if (n == 0)
-			usleep(1000);
-	}
-	return -1;
-}
-
-/* The server's first write with immediate (at most 20 s): 0, -1 on timeout. */
-static int wait_recv(struct link *l)
-{
-	struct ibv_wc wc;
-	int i, n;
-
-	for (i = 0; i < 20000; i++) {
-		n = ibv_poll_cq(l->cq, 1, &wc);
-		if (n < 0)
-			die("ibv_poll_cq", EIO);
-		if (n == 1 && wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM)
-			return wc.status == IBV_WC_SUCCESS ? 0 : -1;
 		if (n == 0)
 			usleep(1000);
 	}
@@ -352,7 +341,7 @@ static void upgrade(struct link *l, const char *host, const char *port,
 		   l->peer.rkey, sizeof(uint64_t), IMM(RSX_IMM_CUTOVER, 0));
 	if (ret)
 		die("posting CUTOVER", ret);
-	st = wait_send(l);
+	st = wait_wc(l, 0);
 	printf("cutover %s\n", st == IBV_WC_SUCCESS ? "ok" : status_str(st));
 	fflush(stdout);
 	if (st != IBV_WC_SUCCESS)
@@ -445,7 +434,7 @@ int main(int argc, char **argv)
 		 * with the live key must go through */
 		ret = post(&l, IBV_WR_RDMA_WRITE, l.peer.ring_addr,
 			   l.peer.rkey, 64, 0);
-		st = ret ? -1 : wait_send(&l);
+		st = ret ? -1 : wait_wc(&l, 0);
 		printf("control %s\n", st == IBV_WC_SUCCESS ? "ok" :
 		       status_str(st));
 		ret = post(&l, IBV_WR_RDMA_WRITE, old.peer.ring_addr,
@@ -472,7 +461,7 @@ int main(int argc, char **argv)
 		memset(ev.buf, 'v', 64);
 		ret = post(&v, IBV_WR_RDMA_WRITE, v.peer.ring_addr,
 			   v.peer.rkey, 64, 0);
-		st = ret ? -1 : wait_send(&v);
+		st = ret ? -1 : wait_wc(&v, 0);
 		printf("victim placed %s\n", status_str(st));
 		memset(ev.buf, 0xee, 64);
 		ret = post(&l, IBV_WR_RDMA_WRITE, v.peer.ring_addr,
@@ -482,7 +471,7 @@ int main(int argc, char **argv)
 	}
 	if (ret)
 		die("posting the bad request", ret);
-	st = wait_send(&l);
+	st = wait_wc(&l, 0);
 	printf("bad-op status=%s\n", status_str(st));
 	printf("qp-state %s\n", qp_state_str(l.qp));
 	printf("server-closed %s\n", server_closed(&l));
@@ -491,8 +480,9 @@ int main(int argc, char **argv)
 		/* zero bytes written: the 64 announced are the ring's */
 		ret = post(&v, IBV_WR_RDMA_WRITE_WITH_IMM, v.peer.ring_addr,
 			   v.peer.rkey, 0, IMM(RSX_IMM_DATA, 64));
-		st = ret ? -1 : wait_recv(&v);
-		printf("victim echoed %s\n", st ? "timeout" : "ok");
+		st = ret ? -1 : wait_wc(&v, 1);
+		printf("victim echoed %s\n", st == IBV_WC_SUCCESS ? "ok" :
+		       status_str(st));
 		drop(&v);
 	}
 	return 0;
