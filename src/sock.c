@@ -47,6 +47,7 @@ struct rsx_sock *rsx_sock_new(int kind, int family, int role)
 	s->rdy_retired = NULL;
 	s->nepreg = 0;
 	s->orphan_fd = -1;
+	s->lingered = 0;
 	s->oob_ok = 0;
 	s->shared = 0;
 	s->inband_try = 0;
