@@ -2,6 +2,7 @@
 /* Closes that go on in the background (linger.h). */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -18,7 +19,7 @@ static struct rsx_linger {
 	struct rsx_sock *s;	/* holds a reference */
 	int64_t until;		/* ms: given up then */
 } rsx_lingers[RSX_LINGERS];
-static int rsx_nlingers;
+static _Atomic int rsx_nlingers;	/* written under the lock */
 
 /* s (under its lock, its reference taken by the caller) lingers. */
 int rsx_linger_add(struct rsx_sock *s, int64_t until)
@@ -48,6 +49,9 @@ void rsx_linger_tick(void)
 	struct rsx_linger *l;
 	int i, n = 0, more;
 
+	/* the CM thread's every round: no lock while nothing lingers */
+	if (!atomic_load_explicit(&rsx_nlingers, memory_order_relaxed))
+		return;
 	pthread_mutex_lock(&rsx_linger_lock);
 	for (i = 0; i < rsx_nlingers; i++) {
 		l = &rsx_lingers[i];

@@ -240,7 +240,8 @@ static int rsx_intr(int timeout, const sigset_t *mask,
  * did the polling, or after a signal the call goes on from: rsx_intr),
  * -EINTR, or -ERESTART when the socket left the connection meanwhile (an
  * exec's or a fork child's downgrade, rsx_to_tcp): the caller must not
- * touch the connection again, and goes on in the socket's new state.  See struct rsx_conn for why only one thread polls a connection.
+ * touch the connection again, and goes on in the socket's new state.
+ * See struct rsx_conn for why only one thread polls a connection.
  * The TCP end (POLLRDHUP) is noted here for all.  With mask (signals held
  * back after a spin, rsx_guard_signals) the sleep takes that mask.  seen:
  * the handlers counted before the spin, NULL without one.
@@ -1808,6 +1809,24 @@ int rsx_sock_linger_step(struct rsx_sock *s, int64_t deadline)
 }
 
 /*
+ * A private duplicate of fd that s goes on with once the program's number
+ * is closed (s->orphan_fd), under s->lock: its number, or -errno.
+ */
+static int rsx_orphan_dup(struct rsx_sock *s, int fd)
+{
+	int k;
+
+	k = rsx_libc.fcntl(fd, F_DUPFD_CLOEXEC, rsx_fd_private_base());
+	if (k < 0)
+		k = rsx_libc.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (k < 0)
+		return -errno;
+	rsx_fd_set_private(k, NULL);
+	s->orphan_fd = k;
+	return k;
+}
+
+/*
  * close() of a non-blocking socket whose FIN (or HELLO's answer) is still
  * out: the rest goes on in the background (linger.h), with a private
  * duplicate of fd and a reference of the lingerer's.  0 when it does.
@@ -1818,11 +1837,9 @@ static int rsx_linger_start(struct rsx_sock *s, int fd)
 
 	if (s->orphan_fd >= 0)
 		return -EBUSY;
-	k = rsx_libc.fcntl(fd, F_DUPFD_CLOEXEC, rsx_fd_private_base());
+	k = rsx_orphan_dup(s, fd);
 	if (k < 0)
-		return -errno;
-	rsx_fd_set_private(k, NULL);
-	s->orphan_fd = k;
+		return k;
 	if (rsx_linger_add(s, rsx_linger_end())) {
 		s->orphan_fd = -1;
 		rsx_fd_take(k);
@@ -1850,13 +1867,9 @@ void rsx_sock_close_last(struct rsx_sock *s, int fd)
 		;	/* the lingerer's end (linger.c): nothing left to wait */
 	else if (rsx_hand_back(s))
 		rsx_downgrade(s, fd, 0);	/* a fork child may hold it */
-	else if (atomic_load(&s->nonblock) && rsx_end_step(s, fd, 0) &&
-		 !rsx_linger_start(s, fd))
-		;	/* goes on in the background */
-	else if (s->state == RSX_ST_UPGRADED)
-		rsx_finish(s, fd, rsx_linger_end());
-	else if (s->state == RSX_ST_CLIENT_HELLO)
-		rsx_client_hello_settle(s, fd, rsx_linger_end());
+	else if (!atomic_load(&s->nonblock) ||
+		 (rsx_end_step(s, fd, 0) && rsx_linger_start(s, fd)))
+		rsx_end_step(s, fd, rsx_linger_end());	/* waits here */
 	/*
 	 * After the peer's DOWNGRADE a socket settles back to TCP on the
 	 * way out of a call that finds no other thread in one; two threads
@@ -1883,16 +1896,12 @@ void rsx_sock_orphan(struct rsx_sock *s, int fd)
 	pthread_mutex_lock(&s->lock);
 	if (!s->conn || s->orphan_fd >= 0)
 		goto out;
-	k = rsx_libc.fcntl(fd, F_DUPFD_CLOEXEC, rsx_fd_private_base());
-	if (k < 0)
-		k = rsx_libc.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	k = rsx_orphan_dup(s, fd);
 	if (k < 0) {
 		rsx_info("fd %d: closed under a call, no duplicate: %s", fd,
-			 strerror(errno));
+			 strerror(-k));
 		goto out;
 	}
-	rsx_fd_set_private(k, NULL);
-	s->orphan_fd = k;
 	rsx_dbg("fd %d: closed under a call, which goes on with fd %d", fd,
 		k);
 	rsx_kick(s->conn);	/* to poll the duplicate */
@@ -1931,10 +1940,8 @@ static void rsx_exit_start(struct rsx_sock *s, int fd)
 {
 	if (rsx_hand_back(s))
 		rsx_downgrade(s, fd, 0);	/* a child may outlive us */
-	else if (s->state == RSX_ST_UPGRADED)
-		rsx_finish(s, fd, 0);		/* the FIN out, no wait */
-	else if (s->state == RSX_ST_CLIENT_HELLO)
-		rsx_client_hello_settle(s, fd, 0);	/* no wait */
+	else
+		rsx_end_step(s, fd, 0);		/* the FIN out, no wait */
 }
 
 /*
@@ -1958,10 +1965,8 @@ void rsx_exit_flush(void)
 				continue;
 			if (!pass)
 				rsx_exit_start(s, fd);
-			else if (s->state == RSX_ST_UPGRADED)
-				rsx_finish(s, fd, deadline);
-			else if (s->state == RSX_ST_CLIENT_HELLO)
-				rsx_client_hello_settle(s, fd, deadline);
+			else
+				rsx_end_step(s, fd, deadline);
 			pthread_mutex_unlock(&s->lock);
 		}
 	}
