@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "upgrade.h"
@@ -42,6 +46,37 @@ static void rsx_env_num(const char *name, uint64_t min, uint64_t max,
 		*(uint32_t *)out = v;
 	else
 		*(int *)out = v;
+}
+
+/* CAP_IPC_LOCK in the effective set: RLIMIT_MEMLOCK does not bind us. */
+static int rsx_cap_ipc_lock(void)
+{
+	struct __user_cap_header_struct h = {
+		.version = _LINUX_CAPABILITY_VERSION_3,
+	};
+	struct __user_cap_data_struct d[2];
+
+	if (syscall(SYS_capget, &h, d))
+		return 0;
+	return !!(d[CAP_IPC_LOCK / 32].effective & (1u << (CAP_IPC_LOCK % 32)));
+}
+
+/*
+ * The default of RSOCKX_PIN_MAX: 1 GiB, or three quarters of a finite
+ * RLIMIT_MEMLOCK that binds this process.  The kernel would refuse a
+ * registration past the limit anyway (and count the failure as anything);
+ * stopping short leaves the program room for its own mlock() and names
+ * the reason (fallback_pinned).
+ */
+static uint64_t rsx_pin_default(void)
+{
+	uint64_t max = 1ull << 30;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) || rl.rlim_cur == RLIM_INFINITY ||
+	    rsx_cap_ipc_lock())
+		return max;
+	return rl.rlim_cur / 4 * 3 < max ? rl.rlim_cur / 4 * 3 : max;
 }
 
 static void rsx_init_tunables(void)
@@ -95,7 +130,7 @@ static void rsx_init_tunables(void)
 	 * /etc/ld.so.preload every daemon that accepts TCP runs rsockx; past
 	 * this, connections stay TCP (fallback_pinned).
 	 */
-	c->pin_max = 1ull << 30;
+	c->pin_max = rsx_pin_default();
 	rsx_env_num("RSOCKX_PIN_MAX", 0, UINT64_MAX, 0, &c->pin_max,
 		    sizeof(uint64_t));
 	/* lossless (PFC) and ECN fabrics put RDMA in a class of its own */
