@@ -76,6 +76,7 @@ struct rsx_config {
 	int oob_timeout_ms;	/* RSOCKX_OOB_TIMEOUT_MS: a request's answer */
 	uint32_t test_qp_err_after; /* RSOCKX_TEST_QP_ERR_AFTER: test hook */
 	int test_probe_yes;	/* RSOCKX_TEST_PROBE_YES: test hook */
+	int cut_wait_ms;	/* RSX_CUT_WAIT_MS, or RSOCKX_TEST_CUT_WAIT_MS */
 	struct rsx_rules rules;
 	char error[256];	/* first error, "source:line: reason" */
 };

@@ -636,6 +636,12 @@ void rsx_conn_fail(struct rsx_conn *c, int err, const char *why)
 {
 	if (!c->err) {
 		c->err = err;
+		/* the deadline's ping: TCP carries on (rsx_cut_abandoned) */
+		if (c->cut_ping && !c->peer_cutover && !c->tx_ring) {
+			rsx_info("QP %u: the client's QP does not answer: %s",
+				 c->qp->qp_num, why);
+			return;
+		}
 		rsx_stat_inc(RSX_STAT_conn_errors);
 		rsx_info("QP %u: connection broken: %s", c->qp->qp_num, why);
 	}
@@ -919,7 +925,7 @@ int rsx_conn_fin(struct rsx_conn *c)
  * and fails after the transport's retries (RSOCKX_QP_TIMEOUT_MS) when its
  * process is gone, which breaks the connection.  For a peer whose TCP end
  * closed before its cut-over: that is a half-close or an end, and only
- * the QP can tell.
+ * the QP can tell; and for a client that does not cut over (conn.h).
  */
 int rsx_conn_ping(struct rsx_conn *c)
 {
@@ -933,8 +939,7 @@ int rsx_conn_ping(struct rsx_conn *c)
 	wr.send_flags = IBV_SEND_SIGNALED;
 	ret = rsx_post_wr(c, &wr, 0);
 	if (!ret)
-		rsx_dbg("QP %u: peer's TCP end closed before its cut-over: "
-			"ping", c->qp->qp_num);
+		rsx_dbg("QP %u: ping", c->qp->qp_num);
 	return ret;
 }
 

@@ -51,6 +51,16 @@
  * reads its ring up to down_tx and then TCP again; it sends again over TCP,
  * starting with its ring bytes from down_rx on, which its staging mirror
  * still holds (nothing past the peer's credits is ever overwritten).
+ *
+ * The client cuts over right after the ACK, or never (and then it destroys
+ * its QP); an out-of-band client whose program sleeps in poll() keeps its
+ * QP connected until it does (midstream.c).  So a server that has had no
+ * CUTOVER RSX_CUT_WAIT_MS after its ACK sends a zero-length RDMA WRITE:
+ * a client QP that does not take it within the transport's retries never
+ * cut over and never will (an in-band client that reads the ACK more than
+ * a third of that after its HELLO stays TCP rather than cut over), and the
+ * server goes back to plain TCP, its ring freed; a QP that takes it is
+ * waited for as long again.  A HELLO alone pins nothing for longer.
  */
 enum rsx_imm_type {
 	RSX_IMM_DATA = 0,
@@ -124,6 +134,9 @@ struct rsx_conn {
 	uint64_t tx_resend;	/* after the peer's DOWNGRADE: staging bytes
 				   from here to tx_head go again over TCP */
 	uint64_t down_wr;	/* wr_id of our DOWNGRADE */
+	uint64_t ping_wr;	/* wr_id of the cut-over deadline's ping */
+	int64_t hello_at;	/* ms: a client's HELLO (or request) went */
+	int64_t cut_by;		/* ms: a server's next look for a CUTOVER */
 
 	/* receiving */
 	uint64_t rx_head;	/* bytes the peer has written into our ring */
@@ -150,6 +163,7 @@ struct rsx_conn {
 	uint8_t tcp_reset;	/* broken: the TCP connection was reset */
 	uint8_t oob;		/* upgraded out of band: CUTOVER proves */
 	uint8_t proved;		/* the peer's CUTOVER proof held */
+	uint8_t cut_ping;	/* the deadline's ping is out (rsx_cut_step) */
 	uint64_t tx_sum;	/* FNV-1a of tx_tcp's bytes (oob) */
 	uint64_t rx_sum;	/* ... of rx_tcp's */
 	uint64_t peer_sum;	/* the peer's CUTOVER proof */

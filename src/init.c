@@ -143,6 +143,10 @@ static void rsx_init_tunables(void)
 	 * HELLO a rule says rdma for, as if its probe had said yes */
 	rsx_env_num("RSOCKX_TEST_PROBE_YES", 0, 1, 0, &c->test_probe_yes,
 		    sizeof(int));
+	/* tests of the cut-over deadline: both ends shorter (conn.h) */
+	c->cut_wait_ms = RSX_CUT_WAIT_MS;
+	rsx_env_num("RSOCKX_TEST_CUT_WAIT_MS", 300, RSX_CUT_WAIT_MS, 0,
+		    &c->cut_wait_ms, sizeof(int));
 }
 
 /*

@@ -1,50 +1,94 @@
 // SPDX-License-Identifier: MIT
-/* Closes that go on in the background (linger.h). */
+/* Sockets the CM thread steps in the background (linger.h). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "clock.h"
 #include "fdtab.h"
 #include "libc.h"
 #include "linger.h"
+#include "log.h"
 #include "probe.h"
 #include "upgrade.h"
-
-#define RSX_LINGERS 256
 
 static pthread_mutex_t rsx_linger_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rsx_linger {
 	struct rsx_sock *s;	/* holds a reference */
-	int64_t until;		/* ms: given up then */
-} rsx_lingers[RSX_LINGERS];
+	struct rsx_conn *cut;	/* a server waiting for its CUTOVER, or NULL */
+	int64_t until;		/* ms: a close given up then */
+} *rsx_lingers;
+static int rsx_linger_cap;
 static _Atomic int rsx_nlingers;	/* written under the lock */
+
+/* One more entry, under the lock: 0, or -ENOMEM. */
+static int rsx_linger_push(struct rsx_sock *s, struct rsx_conn *cut,
+			   int64_t until)
+{
+	struct rsx_linger *l;
+	int cap;
+
+	if (rsx_nlingers == rsx_linger_cap) {
+		cap = rsx_linger_cap ? 2 * rsx_linger_cap : 64;
+		l = realloc(rsx_lingers, cap * sizeof(*l));
+		if (!l)
+			return -ENOMEM;
+		rsx_lingers = l;
+		rsx_linger_cap = cap;
+	}
+	rsx_lingers[rsx_nlingers] = (struct rsx_linger){ s, cut, until };
+	atomic_fetch_add(&rsx_nlingers, 1);
+	return 0;
+}
 
 /* s (under its lock, its reference taken by the caller) lingers. */
 int rsx_linger_add(struct rsx_sock *s, int64_t until)
 {
-	int ret = -ENOSPC;
+	int ret;
 
 	/* the CM thread does the rest: none, no background */
 	if (rsx_cm_bell_fd() < 0)
 		return -ENODEV;
 	pthread_mutex_lock(&rsx_linger_lock);
-	if (rsx_nlingers < RSX_LINGERS) {
-		rsx_lingers[rsx_nlingers++] = (struct rsx_linger){ s, until };
-		ret = 0;
-	}
+	ret = rsx_linger_push(s, NULL, until);
 	pthread_mutex_unlock(&rsx_linger_lock);
 	return ret;
 }
 
+/* s (under its lock), a server, waits for c's CUTOVER (conn.h). */
+int rsx_linger_watch_cut(struct rsx_sock *s, struct rsx_conn *c)
+{
+	int ret;
+
+	if (rsx_cm_bell_fd() < 0)
+		return -ENODEV;
+	pthread_mutex_lock(&rsx_linger_lock);
+	ret = rsx_linger_push(s, c, 0);
+	pthread_mutex_unlock(&rsx_linger_lock);
+	if (!ret)
+		atomic_fetch_add(&s->ref, 1);
+	return ret;
+}
+
+/* A step of l, under its socket's lock: 1 while it goes on. */
+static int rsx_linger_step(struct rsx_linger *l, int64_t now)
+{
+	/* a server closed while it waited: ours is the last reference */
+	if (l->cut)
+		return atomic_load(&l->s->ref) > 1 &&
+		       rsx_sock_cut_step(l->s, l->cut, now);
+	return rsx_sock_linger_step(l->s, 0) && now < l->until;
+}
+
 /*
- * The CM thread, about every 100 ms: a step of each lingering close that
- * no other thread is in; those done, or past their time, go.
+ * The CM thread, about every 100 ms: a step of each entry that no other
+ * thread is in; those done, or past their time, go.
  */
 void rsx_linger_tick(void)
 {
-	struct rsx_sock *done[RSX_LINGERS];
+	struct rsx_sock *done[64];
 	int64_t now = rsx_now_ms();
 	struct rsx_linger *l;
 	int i, n = 0, more;
@@ -53,20 +97,21 @@ void rsx_linger_tick(void)
 	if (!atomic_load_explicit(&rsx_nlingers, memory_order_relaxed))
 		return;
 	pthread_mutex_lock(&rsx_linger_lock);
-	for (i = 0; i < rsx_nlingers; i++) {
+	for (i = 0; i < rsx_nlingers && n < 64; i++) {
 		l = &rsx_lingers[i];
 		if (pthread_mutex_trylock(&l->s->lock))
 			continue;
-		more = rsx_sock_linger_step(l->s, 0) && now < l->until;
+		more = rsx_linger_step(l, now);
 		pthread_mutex_unlock(&l->s->lock);
 		if (more)
 			continue;
 		done[n++] = l->s;
-		*l-- = rsx_lingers[--rsx_nlingers];
+		*l-- = rsx_lingers[rsx_nlingers - 1];
+		atomic_fetch_sub(&rsx_nlingers, 1);
 		i--;
 	}
 	pthread_mutex_unlock(&rsx_linger_lock);
-	/* the last reference: the socket, its descriptor and QP go */
+	/* the last reference of a close: the socket, its descriptor and QP */
 	for (i = 0; i < n; i++)
 		rsx_sock_put(done[i]);
 }
@@ -80,7 +125,7 @@ void rsx_linger_exit(int64_t deadline)
 	pthread_mutex_lock(&rsx_linger_lock);
 	for (i = 0; i < rsx_nlingers; i++) {
 		s = rsx_lingers[i].s;
-		if (rsx_lock_until(s, deadline))
+		if (rsx_lingers[i].cut || rsx_lock_until(s, deadline))
 			continue;
 		rsx_sock_linger_step(s, deadline);
 		pthread_mutex_unlock(&s->lock);
@@ -89,7 +134,8 @@ void rsx_linger_exit(int64_t deadline)
 }
 
 /*
- * A fork child: the parent's lingering connections are the parent's.  The
+ * A fork child: the parent's lingering connections (and its servers'
+ * waits for a CUTOVER) are the parent's.  The
  * duplicates it inherited would keep their TCP connections open after the
  * parent's close: they go (the sockets stay, unreachable, as the parent's
  * other connections do in a child).
@@ -100,6 +146,11 @@ void rsx_linger_fork_child(void)
 
 	pthread_mutex_init(&rsx_linger_lock, NULL);
 	for (i = 0; i < rsx_nlingers; i++) {
+		if (rsx_lingers[i].cut) {
+			/* the parent waits for that CUTOVER, not we */
+			atomic_fetch_sub(&rsx_lingers[i].s->ref, 1);
+			continue;
+		}
 		k = rsx_lingers[i].s->orphan_fd;
 		if (k >= 0) {
 			rsx_fd_take(k);

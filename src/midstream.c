@@ -249,7 +249,8 @@ static void rsx_client_oob(struct rsx_sock *s, int fd, struct rsx_oob_pend *p,
 		goto tcp;
 	}
 	rsx_oob_counts(s, c);
-	if (rsx_conn_connect(c, &p->h) || rsx_conn_cutover(c))
+	if ((!c->qp_ready && rsx_conn_connect(c, &p->h)) ||
+	    rsx_conn_cutover(c))
 		goto tcp;
 	rsx_stat_inc(RSX_STAT_upgraded);
 	rsx_stat_inc(RSX_STAT_midstream_upgrades);
@@ -275,8 +276,23 @@ tcp:
  */
 static void rsx_oob_take(struct rsx_sock *s, int fd, struct rsx_oob_pend *p)
 {
+	int ret;
+
 	if (p->type != RSX_MSG_NAK && !s->oob &&
 	    atomic_load(&s->pollers) && rsx_counts(s)) {
+		/*
+		 * An ACK: our QP answers the server's deadline ping while the
+		 * CUTOVER waits for the program (conn.h).
+		 */
+		if (p->type == RSX_MSG_ACK && s->conn && !s->conn->qp_ready) {
+			ret = rsx_conn_connect(s->conn, &p->h);
+			if (ret) {
+				rsx_to_tcp(s, rsx_fallback_of(ret));
+				rsx_wake_sleepers(s);
+				free(p);
+				return;
+			}
+		}
 		s->oob = p;
 		rsx_stat_inc(RSX_STAT_oob_deferred);
 	} else if (p->type == RSX_MSG_HELLO) {

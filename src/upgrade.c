@@ -514,6 +514,7 @@ int rsx_client_start(struct rsx_sock *s, int fd, int nonblock)
 		return 0;
 	}
 	rsx_stat_inc(RSX_STAT_hello_sent);
+	s->conn->hello_at = rsx_now_ms();
 	rsx_dbg("fd %d: HELLO sent, QP %u", fd, h.qpn);
 	rsx_sock_set_state(s, RSX_ST_CLIENT_HELLO);
 	/* the answer must not wake an epoll of the program: x stands in */
@@ -604,6 +605,13 @@ static int rsx_client_answer(struct rsx_sock *s, int fd)
 		return 0;
 	}
 	rsx_stat_inc(RSX_STAT_ack_received);
+	if (rsx_now_ms() - c->hello_at > rsx_config.cut_wait_ms / 3) {
+		/* the server may stop waiting for our CUTOVER (conn.h) */
+		rsx_info("fd %d: the ACK was read too late to cut over: stays "
+			 "TCP", fd);
+		rsx_to_tcp(s, RSX_STAT_fallback_no_cutover);
+		return 0;
+	}
 	if (atomic_load(&s->evented)) {
 		/* no CUTOVER: the server waits for it and stays TCP too */
 		rsx_dbg("fd %d: in too many epoll sets: stays TCP", fd);
@@ -698,6 +706,10 @@ int rsx_server_conn(struct rsx_sock *s, int fd, const struct rsx_hello *hello,
 	}
 	if (s->nepreg && rsx_ready_on(s, fd) < 0)
 		return RSX_NAK_RESOURCES;
+	/* no CUTOVER for good: the ring goes again (conn.h) */
+	s->conn->cut_by = rsx_now_ms() + rsx_config.cut_wait_ms;
+	if (rsx_linger_watch_cut(s, s->conn))
+		rsx_info("fd %d: no deadline for the client's CUTOVER", fd);
 	return 0;
 }
 
@@ -886,6 +898,57 @@ static void rsx_progress(struct rsx_sock *s, int fd)
 	else if (c->peer_cutover && !c->tx_ring && !s->wr_shut && !c->err &&
 		 rsx_proved(c))
 		rsx_conn_cutover(c);
+}
+
+/*
+ * c broke while this server still waited for the client's CUTOVER, broken
+ * by the deadline's ping (rsx_sock_cut_step): the client's QP is not
+ * there, it never cut over, and TCP carries the whole stream both ways.
+ * Returns 1 when s went back to plain TCP.
+ */
+static int rsx_cut_abandoned(struct rsx_sock *s)
+{
+	struct rsx_conn *c = s->conn;
+
+	if (!c || !c->err || !c->cut_ping || c->peer_cutover || c->tx_ring ||
+	    c->peer_down)
+		return 0;
+	rsx_info("QP %u: the client never cut over and its QP is gone: plain "
+		 "TCP", c->qp->qp_num);
+	rsx_to_tcp(s, RSX_STAT_fallback_no_cutover);
+	rsx_wake_sleepers(s);
+	return 1;
+}
+
+int rsx_sock_cut_step(struct rsx_sock *s, struct rsx_conn *c, int64_t now)
+{
+	if (s->state != RSX_ST_UPGRADED || s->conn != c || c->peer_down ||
+	    c->tx_ring)
+		return 0;
+	if (c->peer_cutover || (c->err && !c->cut_ping))
+		return 0;	/* cut over, or broken: the data path's now */
+	if (rsx_cut_abandoned(s))
+		return 0;
+	if (now < c->cut_by)
+		return 1;
+	rsx_conn_poll(c);
+	if (c->peer_cutover || rsx_cut_abandoned(s) || c->err)
+		return 0;
+	if (c->cut_ping && c->sq_done >= c->ping_wr) {
+		c->cut_ping = 0;
+		c->cut_by = now + rsx_config.cut_wait_ms;
+		rsx_info("QP %u: no CUTOVER yet, but the client's QP answers: "
+			 "waiting on", c->qp->qp_num);
+		return 1;
+	}
+	if (!c->cut_ping && !rsx_conn_ping(c)) {
+		c->cut_ping = 1;
+		c->ping_wr = c->sq_posted;
+		rsx_dbg("QP %u: no CUTOVER after %d ms: is the client's QP "
+			"there?", c->qp->qp_num, rsx_config.cut_wait_ms);
+	}
+	c->cut_by = now + 100;
+	return 1;
 }
 
 /*
@@ -1111,6 +1174,8 @@ static ssize_t rsx_up_recv(struct rsx_sock *s, int fd, const struct iovec *iov,
 			if (n != -EAGAIN)
 				return got ? (ssize_t)got : n;
 			/* no spin on a broken QP, no stream with a hole */
+			if (c->err && !got && rsx_cut_abandoned(s))
+				return -ERESTART;
 			if (c->err)
 				return got ? (ssize_t)got : rsx_broken(c, fd);
 		} else {
@@ -1196,6 +1261,8 @@ static ssize_t rsx_up_send(struct rsx_sock *s, int fd, const struct iovec *iov,
 		if (!c->tx_ring && c->err && !c->peer_down) {
 			if (sent)
 				return sent;
+			if (rsx_cut_abandoned(s))
+				return -ERESTART;
 			return c->tcp_reset ? rsx_epipe(flags) :
 					      rsx_broken(c, fd);
 		}

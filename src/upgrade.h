@@ -24,6 +24,10 @@ void rsx_sock_close_last(struct rsx_sock *s, int fd);
 /* A step of a close left to the background (linger.h), under s->lock:
  * 1 while the peer is still to get the stream's end. */
 int rsx_sock_linger_step(struct rsx_sock *s, int64_t deadline);
+/* The CM thread, under s->lock, for a server whose ACK is out (conn.h):
+ * 1 while it still waits for c's CUTOVER. */
+struct rsx_conn;
+int rsx_sock_cut_step(struct rsx_sock *s, struct rsx_conn *c, int64_t now);
 /* s->lock, unless another thread holds it until deadline: -EBUSY. */
 int rsx_lock_until(struct rsx_sock *s, int64_t deadline);
 void rsx_sock_orphan(struct rsx_sock *s, int fd);

@@ -124,4 +124,8 @@ void rsx_wire_encode(const struct rsx_hello *h, uint8_t out[RSX_WIRE_LEN]);
 int rsx_wire_decode(const uint8_t *buf, size_t len, struct rsx_hello *h);
 const char *rsx_nak_str(int reason);
 
+/* How long a server waits for the client's CUTOVER before it asks the
+ * client's QP; a client cuts over within a third of it or never (conn.h). */
+#define RSX_CUT_WAIT_MS 30000
+
 #endif

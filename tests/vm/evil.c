@@ -24,10 +24,15 @@
  *            of a guess), writes 64 others over them from its own QP; then
  *            the victim announces its 64 bytes (the server's application
  *            must get the victim's, never the attacker's)
+ *   nocut    the HELLO and the ACK only: its QP never gets ready and
+ *            goes, no CUTOVER; 8 s later 64 bytes over TCP, whose echo
+ *            must come back over TCP ("nocut echo ok"), the server back
+ *            on plain TCP by then (tests/rdma/cutwait.sh)
  *
  * Then it waits (at most 15 s) for the server to close the TCP connection.
  * Output lines, one fact each, for tests/rdma/evil.sh:
  *   upgraded qpn=N ring=N        the handshake worked
+ *   acked qpn=N                  (nocut) the server's ACK came
  *   cutover ok                   the legitimate CUTOVER completed
  *   control ok                   (oldkey) a write with the live key completed
  *   bad-op status=NAME           completion status of the forbidden op
@@ -236,6 +241,13 @@ static int post(struct link *l, enum ibv_wr_opcode op, uint64_t raddr,
 
 #define IMM(type, val)	(((uint32_t)(type) << 28) | (val))
 
+/*
+ * nocut mode: the HELLO, the server's ACK, and nothing more (no QP made
+ * ready, no CUTOVER), to see that the server does not keep its ring for
+ * it (conn.h, RSX_CUT_WAIT_MS).
+ */
+static int hello_only;
+
 /* Connects and upgrades like rsx_client_start/rsx_client_answer. */
 static void upgrade(struct link *l, const char *host, const char *port,
 		    const char *bind_to, int rd)
@@ -301,6 +313,10 @@ static void upgrade(struct link *l, const char *host, const char *port,
 	ret = rsx_wire_decode(msg, sizeof(msg), &l->peer);
 	if (ret || l->peer.type != RSX_MSG_ACK || l->peer.nonce != nonce)
 		die("the server's answer is not an ACK for us", EPROTO);
+	if (hello_only) {
+		printf("acked qpn=%u\n", l->peer.qpn);
+		return;
+	}
 
 	memset(&qa, 0, sizeof(qa));
 	qa.qp_state = IBV_QPS_RTR;
@@ -378,10 +394,40 @@ static const char *server_closed(struct link *l)
 	return "timeout";
 }
 
+/*
+ * After the ACK, the TCP connection alone: wait past the server's deadline
+ * (its RSOCKX_TEST_CUT_WAIT_MS and the ping's retries), then 64 bytes
+ * over TCP must come back over TCP.
+ */
+static int nocut_tcp(struct link *l)
+{
+	char out[64], in[64];
+	size_t got = 0;
+	ssize_t r;
+
+	sleep(8);
+	memset(out, 'n', sizeof(out));
+	if (write(l->fd, out, sizeof(out)) != sizeof(out))
+		die("writing over TCP", errno);
+	while (got < sizeof(in)) {
+		r = read(l->fd, in + got, sizeof(in) - got);
+		if (r <= 0) {
+			printf("nocut echo %s after %zu bytes\n",
+			       r ? strerror(errno) : "eof", got);
+			return 1;
+		}
+		got += r;
+	}
+	printf("nocut echo %s\n", memcmp(in, out, sizeof(in)) ? "wrong" : "ok");
+	close(l->fd);
+	ibv_destroy_cq(l->cq);
+	return 0;
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: evil -d DEV -g GIDX -c HOST -p PORT [-b ADDR] "
-		"-m outside|edge|read|oldkey|bigimm|credit|neighbour\n");
+		"-m outside|edge|read|oldkey|bigimm|credit|neighbour|nocut\n");
 	exit(2);
 }
 
@@ -455,6 +501,12 @@ int main(int argc, char **argv)
 		ret = post(&l, IBV_WR_RDMA_WRITE_WITH_IMM, l.peer.ring_addr +
 			   l.peer.ring_size, l.peer.rkey, 2 * sizeof(uint64_t),
 			   IMM(RSX_IMM_CREDIT, 0));
+	} else if (!strcmp(mode, "nocut")) {
+		hello_only = 1;
+		upgrade(&l, host, port, bind_to, 0);
+		/* our QP goes, as an honest client's does when it stays TCP */
+		ibv_destroy_qp(l.qp);
+		return nocut_tcp(&l);
 	} else if (!strcmp(mode, "neighbour")) {
 		upgrade(&v, host, port, bind_to, 0);
 		upgrade(&l, host, port, bind_to, 0);
