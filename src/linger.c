@@ -16,7 +16,7 @@
 
 static pthread_mutex_t rsx_linger_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rsx_linger {
-	struct rsx_sock *s;	/* holds a reference */
+	struct rsx_sock *s;	/* a reference for a close; none for a cut */
 	struct rsx_conn *cut;	/* a server waiting for its CUTOVER, or NULL */
 	int64_t until;		/* ms: a close given up then */
 } *rsx_lingers;
@@ -57,7 +57,11 @@ int rsx_linger_add(struct rsx_sock *s, int64_t until)
 	return ret;
 }
 
-/* s (under its lock), a server, waits for c's CUTOVER (conn.h). */
+/*
+ * s (under its lock), a server, waits for c's CUTOVER (conn.h).  No
+ * reference: one would make a close think another thread is in a call on
+ * s; the socket's last put takes it off the list instead.
+ */
 int rsx_linger_watch_cut(struct rsx_sock *s, struct rsx_conn *c)
 {
 	int ret;
@@ -68,17 +72,34 @@ int rsx_linger_watch_cut(struct rsx_sock *s, struct rsx_conn *c)
 	ret = rsx_linger_push(s, c, 0);
 	pthread_mutex_unlock(&rsx_linger_lock);
 	if (!ret)
-		atomic_fetch_add(&s->ref, 1);
+		s->cut_watched = 1;
 	return ret;
+}
+
+/* s is going (its last reference, s->cut_watched): off the list. */
+void rsx_linger_forget(struct rsx_sock *s)
+{
+	int i;
+
+	pthread_mutex_lock(&rsx_linger_lock);
+	for (i = 0; i < rsx_nlingers; i++)
+		if (rsx_lingers[i].s == s && rsx_lingers[i].cut) {
+			rsx_lingers[i--] = rsx_lingers[rsx_nlingers - 1];
+			atomic_fetch_sub(&rsx_nlingers, 1);
+		}
+	s->cut_watched = 0;
+	pthread_mutex_unlock(&rsx_linger_lock);
 }
 
 /* A step of l, under its socket's lock: 1 while it goes on. */
 static int rsx_linger_step(struct rsx_linger *l, int64_t now)
 {
-	/* a server closed while it waited: ours is the last reference */
-	if (l->cut)
-		return atomic_load(&l->s->ref) > 1 &&
-		       rsx_sock_cut_step(l->s, l->cut, now);
+	if (l->cut) {
+		if (rsx_sock_cut_step(l->s, l->cut, now))
+			return 1;
+		l->s->cut_watched = 0;
+		return 0;
+	}
 	return rsx_sock_linger_step(l->s, 0) && now < l->until;
 }
 
@@ -91,7 +112,7 @@ void rsx_linger_tick(void)
 	struct rsx_sock *done[64];
 	int64_t now = rsx_now_ms();
 	struct rsx_linger *l;
-	int i, n = 0, more;
+	int i, n = 0, more, cut;
 
 	/* the CM thread's every round: no lock while nothing lingers */
 	if (!atomic_load_explicit(&rsx_nlingers, memory_order_relaxed))
@@ -101,11 +122,13 @@ void rsx_linger_tick(void)
 		l = &rsx_lingers[i];
 		if (pthread_mutex_trylock(&l->s->lock))
 			continue;
+		cut = !!l->cut;
 		more = rsx_linger_step(l, now);
 		pthread_mutex_unlock(&l->s->lock);
 		if (more)
 			continue;
-		done[n++] = l->s;
+		if (!cut)
+			done[n++] = l->s;
 		*l-- = rsx_lingers[rsx_nlingers - 1];
 		atomic_fetch_sub(&rsx_nlingers, 1);
 		i--;
@@ -146,11 +169,8 @@ void rsx_linger_fork_child(void)
 
 	pthread_mutex_init(&rsx_linger_lock, NULL);
 	for (i = 0; i < rsx_nlingers; i++) {
-		if (rsx_lingers[i].cut) {
-			/* the parent waits for that CUTOVER, not we */
-			atomic_fetch_sub(&rsx_lingers[i].s->ref, 1);
-			continue;
-		}
+		if (rsx_lingers[i].cut)
+			continue;	/* the parent's wait for a CUTOVER */
 		k = rsx_lingers[i].s->orphan_fd;
 		if (k >= 0) {
 			rsx_fd_take(k);

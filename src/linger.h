@@ -25,12 +25,13 @@
  * A server whose ACK is out waits for the client's CUTOVER; a client that
  * never sends it must not keep the server's ring pinned for the life of
  * the TCP connection (conn.h says how the wait ends).  The CM thread looks
- * at each such server every round, with a reference of its own, until
- * the CUTOVER comes, the socket goes back to TCP, or it is closed.
+ * at each such server every round until the CUTOVER comes or the socket
+ * goes back to TCP; the socket's last put takes it off the list.
  */
 struct rsx_conn;
 int rsx_linger_add(struct rsx_sock *s, int64_t until);
 int rsx_linger_watch_cut(struct rsx_sock *s, struct rsx_conn *c);
+void rsx_linger_forget(struct rsx_sock *s);
 void rsx_linger_tick(void);
 void rsx_linger_exit(int64_t deadline);
 void rsx_linger_fork_child(void);

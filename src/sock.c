@@ -4,6 +4,7 @@
 #include "conn.h"
 #include "fdtab.h"
 #include "handoff.h"
+#include "linger.h"
 #include "oob.h"
 #include "pool.h"
 #include "probe.h"
@@ -48,6 +49,7 @@ struct rsx_sock *rsx_sock_new(int kind, int family, int role)
 	s->nepreg = 0;
 	s->orphan_fd = -1;
 	s->lingered = 0;
+	s->cut_watched = 0;
 	s->oob_ok = 0;
 	s->shared = 0;
 	s->inband_try = 0;
@@ -94,6 +96,8 @@ void rsx_sock_put(struct rsx_sock *s)
 		return;		/* static sentinel, never freed */
 	if (atomic_fetch_sub_explicit(&s->ref, 1, memory_order_acq_rel) != 1)
 		return;
+	if (s->cut_watched)
+		rsx_linger_forget(s);	/* before anything of s goes */
 	if (s->orphan_fd >= 0)
 		rsx_sock_orphan_end(s);
 	/*

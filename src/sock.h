@@ -106,6 +106,7 @@ struct rsx_sock {
 	 */
 	int orphan_fd;
 	uint8_t lingered;	/* closed, its end left to the background */
+	uint8_t cut_watched;	/* a server's wait for CUTOVER (linger.h) */
 
 	/* out of band (oob.h), under lock unless said */
 	uint8_t oob_ok;		/* a request for it may come (server) */

@@ -231,8 +231,9 @@ if part qperr; then
 fi
 
 # --- 4. resources ---------------------------------------------------------------
-# res_case LABEL CLI_ENV: the client cannot register its ring: TCP, counted
-# as fallback_resources, every byte right.
+# res_case LABEL CLI_ENV: the client's ring does not fit in its memlock
+# limit: TCP, counted as fallback_pinned (the default RSOCKX_PIN_MAX is
+# three quarters of that limit), every byte right.
 res_case() {
 	local label=$1 rc_c=0 rc_s=0
 	pair $label "$SRV" "$2" -n 1000000 || { not_ok "$label: started"; return; }
@@ -240,8 +241,8 @@ res_case() {
 	reap $SPID 10 || rc_s=$?
 	show $label
 	check "$label: every byte right" test $rc_c = 0 -a $rc_s = 0
-	check "$label: stayed TCP, fallback_resources counted" \
-		test "$(stat_of $tmpdir/$label.cstats fallback_resources)" -ge 1 -a \
+	check "$label: stayed TCP, fallback_pinned counted" \
+		test "$(stat_of $tmpdir/$label.cstats fallback_pinned)" -ge 1 -a \
 		"$(stat_of $tmpdir/$label.cstats upgraded)" = 0 -a \
 		"$(stat_of $tmpdir/$label.sstats upgraded)" = 0
 }

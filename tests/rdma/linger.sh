@@ -14,8 +14,14 @@
 #          waited for the peer before), the answer is awaited in the
 #          background, and the peer gets every byte and the end of the
 #          stream while the client still runs.
+#   norecv: an upgraded socket whose FIN cannot land: tests/vm/evil cuts
+#          over but posts no receive, so every message of the server's
+#          gets an RNR NAK and is retried for ever (rnr_retry 7).  The
+#          server's non-blocking close returns at once and the socket
+#          lingers until RSOCKX_LINGER_MS (2 s), asleep, then the TCP
+#          connection closes.
 # vm-exclusive: yes
-# vm-timeout: 200
+# vm-timeout: 240
 . "$abs_top_srcdir/tests/lib.sh"
 . "$abs_top_srcdir/tests/vm/lib.sh"
 . "$abs_top_srcdir/tests/rdma/stream-lib.sh"
@@ -88,4 +94,48 @@ tend=$(awk '/^got/ { print $5 }' "$tmpdir/nb.server")
 texit=$(awk '/^exiting/ { print $2 }' "$tmpdir/nb.out")
 check "nbclose: ... before the client exited (end $tend, exit $texit)" \
 	awk -v a="${tend:-99999999999}" -v b="${texit:-0}" 'BEGIN { exit !(a < b) }'
+
+EVIL=$abs_top_builddir/tests/vm/evil
+port=$(vm_port)
+timeout 60 env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_CONF= RSOCKX_LINGER_MS=2000 \
+	RSOCKX_STATS_FILE="$tmpdir/nr.sstats" "$PYTHON" -c '
+import resource, socket, sys, time
+l = socket.create_server((sys.argv[1], int(sys.argv[2])))
+c, _ = l.accept()
+time.sleep(0.5)
+c.send(b"x" * 1000)     # the HELLO is in: answered, this goes over TCP
+time.sleep(1)           # the peer cuts over meanwhile
+c.setblocking(False)
+c.send(b"y" * 1000)     # our CUTOVER and this go to its ring: RNR
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+t = time.monotonic()
+c.close()
+print("close wall %.3f" % (time.monotonic() - t), flush=True)
+c0 = cpu()
+time.sleep(6)           # the close goes on in the background
+print("cpu %.2f" % (cpu() - c0), flush=True)' \
+	$HOST_B $port >"$tmpdir/nr.server" 2>&1 &
+spid=$!
+wait_listen $port || bail "norecv: server did not listen"
+timeout 60 "$EVIL" -d $DEV_A -g $GID_INDEX -c $HOST_B -p "$port" \
+	-b $HOST_A -m norecv >"$tmpdir/nr.evil" 2>&1
+erc=$?
+reap $spid 30
+src=$?
+sed "s/^/  norecv: /" "$tmpdir/nr.evil" "$tmpdir/nr.server" >&2
+check "norecv: the peer upgraded and cut over, with no receive posted ($erc)" \
+	test $erc = 0 -a "$(grep -c '^cutover ok' "$tmpdir/nr.evil")" = 1
+wall=$(awk '/^close wall/ { print $3 }' "$tmpdir/nr.server")
+check "norecv: the server's close() returned at once (${wall:-?} s)" \
+	awk -v w="${wall:-99}" 'BEGIN { exit !(w < 0.5) }'
+check "norecv: ... its end went on in the background (closes_lingered $(stat_of $tmpdir/nr.sstats closes_lingered))" \
+	test "$(stat_of $tmpdir/nr.sstats closes_lingered)" = 1
+ms=$(awk '/^server-closed/ { print $3 }' "$tmpdir/nr.evil")
+check "norecv: the TCP connection closed once RSOCKX_LINGER_MS had passed (${ms:-?} ms after the cut-over)" \
+	awk -v m="${ms:-0}" 'BEGIN { exit !(m >= 2500 && m < 8000) }'
+cpu=$(awk '/^cpu/ { print $2 }' "$tmpdir/nr.server")
+check "norecv: the server slept meanwhile (${cpu:-?} s of CPU in the 6 s after the close; exit $src)" \
+	awk -v c="${cpu:-99}" -v s="$src" 'BEGIN { exit !(c < 1 && s == 0) }'
 done_testing

@@ -24,6 +24,10 @@
  *            of a guess), writes 64 others over them from its own QP; then
  *            the victim announces its 64 bytes (the server's application
  *            must get the victim's, never the attacker's)
+ *   norecv   upgrade and cut over with no receive posted: every message
+ *            of the server's gets an RNR NAK, retried for ever, its FIN
+ *            too; prints when the server's TCP end closed, timed from the
+ *            CUTOVER (tests/rdma/linger.sh)
  *   nocut    the HELLO and the ACK only: its QP never gets ready and
  *            goes, no CUTOVER; 8 s later 64 bytes over TCP, whose echo
  *            must come back over TCP ("nocut echo ok"), the server back
@@ -247,6 +251,8 @@ static int post(struct link *l, enum ibv_wr_opcode op, uint64_t raddr,
  * it (conn.h, RSX_CUT_WAIT_MS).
  */
 static int hello_only;
+/* norecv mode: receives never posted, so every message gets an RNR NAK */
+static int no_recvs;
 
 /* Connects and upgrades like rsx_client_start/rsx_client_answer. */
 static void upgrade(struct link *l, const char *host, const char *port,
@@ -285,7 +291,7 @@ static void upgrade(struct link *l, const char *host, const char *port,
 	if (ret)
 		die("RESET->INIT", ret);
 	memset(&rwr, 0, sizeof(rwr));
-	for (i = 0; i < EVIL_RQ; i++)
+	for (i = 0; i < EVIL_RQ && !no_recvs; i++)
 		if (ibv_post_recv(l->qp, &rwr, &rbad))
 			die("ibv_post_recv", errno);
 
@@ -372,6 +378,24 @@ static void drop(struct link *l)
 }
 
 /* Did the server close the TCP connection within 15 s? */
+static const char *server_closed(struct link *l);
+
+/* ... and after how long, for norecv: "eof 2103 ms" */
+static const char *server_closed_ms(struct link *l)
+{
+	static char out[64];
+	struct timespec a, b;
+	const char *what;
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	what = server_closed(l);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	snprintf(out, sizeof(out), "%s %ld ms", what,
+		 (long)((b.tv_sec - a.tv_sec) * 1000 +
+			(b.tv_nsec - a.tv_nsec) / 1000000));
+	return out;
+}
+
 static const char *server_closed(struct link *l)
 {
 	struct pollfd p = { .fd = l->fd, .events = POLLIN };
@@ -427,7 +451,7 @@ static int nocut_tcp(struct link *l)
 static void usage(void)
 {
 	fprintf(stderr, "usage: evil -d DEV -g GIDX -c HOST -p PORT [-b ADDR] "
-		"-m outside|edge|read|oldkey|bigimm|credit|neighbour|nocut\n");
+		"-m outside|edge|read|oldkey|bigimm|credit|neighbour|nocut|norecv\n");
 	exit(2);
 }
 
@@ -507,6 +531,12 @@ int main(int argc, char **argv)
 		/* our QP goes, as an honest client's does when it stays TCP */
 		ibv_destroy_qp(l.qp);
 		return nocut_tcp(&l);
+	} else if (!strcmp(mode, "norecv")) {
+		no_recvs = 1;
+		upgrade(&l, host, port, bind_to, 0);
+		printf("server-closed %s\n", server_closed_ms(&l));
+		drop(&l);
+		return 0;
 	} else if (!strcmp(mode, "neighbour")) {
 		upgrade(&v, host, port, bind_to, 0);
 		upgrade(&l, host, port, bind_to, 0);
