@@ -93,8 +93,9 @@ spid=$!
 wait_listen "$port" 400 || bail "asleep: server did not listen"
 s=$(rxe_snap)
 timeout 60 env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_CONF= RSOCKX_LOG=info \
-	RSOCKX_STATS_FILE="$d/cstats" "$PYTHON" -c '
-import os, select, socket, sys, time
+	RSOCKX_STATS_FILE="$d/cstats" PYTHONPATH="${py%/*}" "$PYTHON" -c '
+import select, socket, sys, time
+from evil import echoed
 s = socket.create_connection((sys.argv[1], int(sys.argv[2])),
                              source_address=(sys.argv[3], 0))
 s.sendall(b"0123456789")
@@ -102,19 +103,9 @@ t = time.monotonic()
 r, _, _ = select.select([s], [], [], 20)
 first = s.recv(10)
 print("client: select slept %.1f s, got %r" % (time.monotonic() - t, first))
-data = os.urandom(1000000)
-back = bytearray()
-off = 0
-while off < len(data) or len(back) < len(data):
-    if off < len(data):
-        off += s.send(data[off:off + 65536])
-    while len(back) < off:
-        b = s.recv(65536)
-        if not b:
-            sys.exit("client: early EOF")
-        back += b
-print("client: %s" % ("ok" if first == b"0123456789" and back == data
-                      else "WRONG"))' $HOST_B $port $HOST_A >"$d/client" 2>&1
+ok = echoed(s, 1000000)
+print("client: %s" % ("ok" if first == b"0123456789" and ok else "WRONG"))' \
+	$HOST_B $port $HOST_A >"$d/client" 2>&1
 crc=$?
 reap $spid 30
 src=$?

@@ -9,7 +9,8 @@
       still the order of accept).
   evil.py client HOST PORT BIND NBYTES
       an honest client: send NBYTES of random data, read the echo, compare;
-      prints "honest ok" when every byte came back right.
+      prints "honest ok" when every byte came back right (echoed(), which
+      tests/rdma/cutwait.sh imports too).
 """
 import errno
 import os
@@ -61,11 +62,9 @@ def server(addr, port, n, together):
     print("server done", flush=True)
 
 
-def client(host, port, bind, nbytes):
-    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
-    s = socket.socket(fam, socket.SOCK_STREAM)
-    s.bind((bind, 0))
-    s.connect((host, port))
+def echoed(s, nbytes):
+    """Sends nbytes of random data on s, reads the echo as it comes: True
+    when every byte came back right."""
     data = os.urandom(nbytes)
     back = bytearray()
     off = 0
@@ -76,12 +75,21 @@ def client(host, port, bind, nbytes):
             b = s.recv(65536)
             if not b:
                 print("honest: early EOF after %d bytes" % len(back))
-                return 1
+                return False
             back += b
+    return bytes(back) == data
+
+
+def client(host, port, bind, nbytes):
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    s.bind((bind, 0))
+    s.connect((host, port))
+    ok = echoed(s, nbytes)
     s.shutdown(socket.SHUT_WR)
     tail = s.recv(1)
     s.close()
-    if bytes(back) == data and tail == b"":
+    if ok and tail == b"":
         print("honest ok %d bytes" % nbytes, flush=True)
         return 0
     print("honest: wrong data", flush=True)
