@@ -31,6 +31,8 @@ import sys
 import threading
 import time
 
+from exec import recv_exact  # tests/rdma/exec.py, beside this script
+
 PHASE = [300000, 200000, 250000]
 REC = 16384
 
@@ -52,16 +54,6 @@ def echo_phase(s, n):
             got += b
         if got != rec:
             raise RuntimeError("phase %d: echo differs at %d" % (n, off))
-
-
-def recv_exact(s, n):
-    got = bytearray()
-    while len(got) < n:
-        b = s.recv(n - len(got))
-        if not b:
-            break
-        got += b
-    return bytes(got)
 
 
 def finish(s, out):
