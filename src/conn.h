@@ -95,6 +95,7 @@ struct rsx_conn {
 	 */
 	int kick_fd;
 	uint8_t polling;	/* a thread sleeps in poll() */
+	const void *poller;	/* which (its &rsx_sig_hold), while polling */
 	uint32_t waiters;	/* threads in rsx_conn_nap */
 	short want;		/* TCP events the waiters want */
 	uint32_t wake_gen;	/* bumped by rsx_conn_wake */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "guard.h"
+#include "sig.h"
 
 RSX_TLS unsigned int rsx_guard;
 
@@ -104,13 +105,31 @@ void rsx_guard_signals(sigset_t *old)
 {
 	sigset_t all;
 
+	/* held back by a socket lock already: the program's mask is kept */
+	if (rsx_sig_hold.masked) {
+		*old = rsx_sig_hold.mask;
+		return;
+	}
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, old);
+	/* the program's mask, not one with signals held back under a lock */
+	if (unlikely(rsx_sig_hold.requeued))
+		rsx_sig_mask_program(old);
 }
 
 void rsx_guard_signals_end(const sigset_t *old)
 {
 	int err = errno;
+
+	/*
+	 * Under a socket lock that holds them back: its last unlock.  Also
+	 * after a sleep of rsx_sleep(), whose lock, taken again with all
+	 * signals blocked, kept that for the program's mask.
+	 */
+	if (rsx_sig_hold.masked) {
+		rsx_sig_hold.mask = *old;
+		return;
+	}
 
 	pthread_sigmask(SIG_SETMASK, old, NULL);
 	errno = err;

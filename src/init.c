@@ -12,6 +12,7 @@
 #include "upgrade.h"
 #include "wire.h"
 #include "init.h"
+#include "sig.h"
 #include "libc.h"
 #include "log.h"
 #include "stats.h"
@@ -103,6 +104,7 @@ static void rsx_init_tunables(void)
 		    sizeof(c->spin_us));
 	rsx_env_num("RSOCKX_WRAP_HANDLERS", 0, 1, 0, &c->wrap_handlers,
 		    sizeof(int));
+	rsx_sig_masks = !c->wrap_handlers;	/* sig.h */
 	rsx_env_num("RSOCKX_LINGER_MS", 0, 3600000, 0, &c->linger_ms,
 		    sizeof(int));
 	rsx_env_num("RSOCKX_HELLO_GRACE_MS", 0, 10000, 0, &c->hello_grace_ms,

@@ -120,11 +120,11 @@ void rsx_linger_tick(void)
 	pthread_mutex_lock(&rsx_linger_lock);
 	for (i = 0; i < rsx_nlingers && n < 64; i++) {
 		l = &rsx_lingers[i];
-		if (pthread_mutex_trylock(&l->s->lock))
+		if (rsx_sock_trylock(l->s))
 			continue;
 		cut = !!l->cut;
 		more = rsx_linger_step(l, now);
-		pthread_mutex_unlock(&l->s->lock);
+		rsx_sock_unlock(l->s);
 		if (more)
 			continue;
 		if (!cut)
@@ -151,7 +151,7 @@ void rsx_linger_exit(int64_t deadline)
 		if (rsx_lingers[i].cut || rsx_lock_until(s, deadline))
 			continue;
 		rsx_sock_linger_step(s, deadline);
-		pthread_mutex_unlock(&s->lock);
+		rsx_sock_unlock(s);
 	}
 	pthread_mutex_unlock(&rsx_linger_lock);
 }

@@ -89,9 +89,9 @@ static int rsx_inband_try(struct rsx_sock *s)
 	    rsx_sock_oob_dst(s, &dst))
 		return 0;
 	s->inband_try = 2;	/* the CM thread leaves it to us meanwhile */
-	pthread_mutex_unlock(&s->lock);
+	rsx_sock_unlock(s);
 	answer = rsx_probe_wait((struct sockaddr *)&dst, sizeof(dst));
-	pthread_mutex_lock(&s->lock);
+	rsx_sock_lock(s);
 	s->inband_try = 0;
 	if (answer != RSX_PROBE_YES || s->state != RSX_ST_CLIENT_WAIT ||
 	    s->tcp_tx || s->tcp_rx)
@@ -329,9 +329,9 @@ void rsx_board_check(struct rsx_sock *s, int fd)
 /* The CM thread found the socket a request names (or accept() did). */
 void rsx_sock_oob_request(struct rsx_sock *s, int fd, struct rsx_oob_pend *p)
 {
-	pthread_mutex_lock(&s->lock);
+	rsx_sock_lock(s);
 	rsx_oob_take(s, fd, p);
-	pthread_mutex_unlock(&s->lock);
+	rsx_sock_unlock(s);
 }
 
 /*
@@ -341,7 +341,7 @@ void rsx_sock_oob_request(struct rsx_sock *s, int fd, struct rsx_oob_pend *p)
 void rsx_sock_oob_answer(struct rsx_sock *s, int fd, struct rsx_oob_pend *p,
 			 uint64_t nonce, int why)
 {
-	pthread_mutex_lock(&s->lock);
+	rsx_sock_lock(s);
 	if (s->state != RSX_ST_CLIENT_OOB || !s->conn ||
 	    s->conn->nonce != nonce || s->oob)
 		free(p);
@@ -349,7 +349,7 @@ void rsx_sock_oob_answer(struct rsx_sock *s, int fd, struct rsx_oob_pend *p,
 		rsx_client_oob(s, fd, NULL, why);
 	else
 		rsx_oob_take(s, fd, p);
-	pthread_mutex_unlock(&s->lock);
+	rsx_sock_unlock(s);
 }
 
 /*
@@ -367,7 +367,7 @@ int rsx_sock_oob_start(struct rsx_sock *s, int fd, int yes,
 	uint8_t addr[16];
 	int ret = -EAGAIN;
 
-	pthread_mutex_lock(&s->lock);
+	rsx_sock_lock(s);
 	if (s->state != RSX_ST_CLIENT_WAIT || s->inband_try == 2)
 		goto out;
 	if (s->wr_shut || s->rd_shut || s->shared ||
@@ -409,7 +409,7 @@ int rsx_sock_oob_start(struct rsx_sock *s, int fd, int yes,
 	rsx_dbg("fd %d: asking out of band after %llu bytes out, %llu in", fd,
 		(unsigned long long)s->tcp_tx, (unsigned long long)s->tcp_rx);
 out:
-	pthread_mutex_unlock(&s->lock);
+	rsx_sock_unlock(s);
 	return ret;
 }
 
@@ -453,14 +453,14 @@ void rsx_sock_poll_done(int fd, uint32_t gen)
 
 	if (!s)
 		return;
-	pthread_mutex_lock(&s->lock);
+	rsx_sock_lock(s);
 	if (s->gen == gen && atomic_fetch_sub(&s->pollers, 1) == 1) {
 		if (rsx_counts(s))
 			rsx_board_check(s, fd);
 		if (s->oob)
 			rsx_oob_apply(s, fd);
 	}
-	pthread_mutex_unlock(&s->lock);
+	rsx_sock_unlock(s);
 	rsx_sock_put(s);
 }
 

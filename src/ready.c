@@ -90,9 +90,9 @@ static void rsx_watch_one(uint64_t key, uint32_t events)
 	atomic_store(&rsx_watch_busy, s);
 	pthread_mutex_unlock(&rsx_watch_lock);
 
-	pthread_mutex_lock(&s->lock);
+	rsx_sock_lock(s);
 	rsx_sock_ready_event(s, !(key & 1), key & 1 ? events : 0);
-	pthread_mutex_unlock(&s->lock);
+	rsx_sock_unlock(s);
 	atomic_store(&rsx_watch_busy, NULL);
 }
 
@@ -120,12 +120,12 @@ static int rsx_watch_backstop(void)
 	int left = 0;
 
 	while ((s = rsx_watch_next(&i))) {
-		if (pthread_mutex_trylock(&s->lock)) {
+		if (rsx_sock_trylock(s)) {
 			left = 1;	/* a program thread is in it */
 		} else {
 			left |= rsx_sock_ready_arm(s, s->rdy &&
 						   s->rdy->seen == round);
-			pthread_mutex_unlock(&s->lock);
+			rsx_sock_unlock(s);
 		}
 		rsx_watch_done(s);
 	}
@@ -599,13 +599,13 @@ void rsx_ready_forget_fd(struct rsx_sock *s, int fd)
 {
 	unsigned int i;
 
-	pthread_mutex_lock(&s->lock);
+	rsx_sock_lock(s);
 	for (i = 0; i < s->nepreg;)
 		if (s->epreg[i].fd == fd)
 			rsx_epreg_drop(s, &s->epreg[i]);
 		else
 			i++;
-	pthread_mutex_unlock(&s->lock);
+	rsx_sock_unlock(s);
 }
 
 /*
@@ -660,7 +660,7 @@ int rsx_ready_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	s = rsx_fd_get(fd);
 	if (!s)
 		return 1;
-	pthread_mutex_lock(&s->lock);
+	rsx_sock_lock(s);
 	if (op != EPOLL_CTL_DEL)
 		rsx_sock_forked_use(s);	/* a fork child: TCP first */
 	if (op != EPOLL_CTL_DEL && rsx_sock_ready_wanted(s) &&
@@ -678,7 +678,7 @@ int rsx_ready_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	if (!ret)
 		rsx_epreg_note(s, epfd, op, fd, ev);
 out:
-	pthread_mutex_unlock(&s->lock);
+	rsx_sock_unlock(s);
 	rsx_sock_put(s);
 	return ret;
 }
@@ -699,7 +699,7 @@ static int rsx_poll_fd(int fd, uint32_t *gen, uint8_t *counted)
 	s = rsx_fd_get(fd);
 	if (!s)
 		return -1;
-	pthread_mutex_lock(&s->lock);
+	rsx_sock_lock(s);
 	rsx_sock_forked_use(s);	/* a fork child waits on it: TCP first */
 	if (rsx_sock_ready_wanted(s)) {
 		x = rsx_ready_on(s, fd);
@@ -711,7 +711,7 @@ static int rsx_poll_fd(int fd, uint32_t *gen, uint8_t *counted)
 		*gen = s->gen;
 		*counted = 1;
 	}
-	pthread_mutex_unlock(&s->lock);
+	rsx_sock_unlock(s);
 	rsx_sock_put(s);
 	return x;
 }
@@ -863,12 +863,12 @@ static int rsx_spin_round(int arm)
 
 	while ((s = rsx_watch_next(&i))) {
 		if (arm) {
-			pthread_mutex_lock(&s->lock);
+			rsx_sock_lock(s);
 			rsx_sock_ready_sync(s);
-			pthread_mutex_unlock(&s->lock);
-		} else if (!pthread_mutex_trylock(&s->lock)) {
+			rsx_sock_unlock(s);
+		} else if (!rsx_sock_trylock(s)) {
 			moved |= rsx_sock_ready_spin(s);
-			pthread_mutex_unlock(&s->lock);
+			rsx_sock_unlock(s);
 		}
 		rsx_watch_done(s);
 	}

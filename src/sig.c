@@ -14,12 +14,18 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
 
 #include "libc.h"
 #include "sig.h"
+#include "stats.h"
 
 RSX_TLS struct rsx_sig_seen rsx_sig_thread;
+RSX_TLS struct rsx_sig_hold rsx_sig_hold;
 int rsx_sig_wrapping;
+int rsx_sig_masks;
 
 /* What the program asked for, while the kernel holds the trampoline. */
 struct rsx_sig_ent {
@@ -118,13 +124,201 @@ static void rsx_sig_get(int sig, void **handler, int *flags)
 						      __ATOMIC_RELAXED));
 }
 
+/* Linux has 64 signals; one past them (MIPS) is never held back. */
+static uint64_t rsx_sig_bit(int sig)
+{
+	return sig <= 64 ? 1ull << (sig - 1) : 0;
+}
+
+/*
+ * SA_RESETHAND: the kernel went back to SIG_DFL as it delivered sig, but
+ * the program's handler has not run yet.  The trampoline again, so that
+ * the copy queued for later finds it.
+ */
+static void rsx_sig_rearm(int sig)
+{
+	struct sigaction cur;
+	sigset_t old;
+
+	rsx_sig_lock(&old);
+	if (!rsx_real_sigaction(sig, NULL, &cur) &&
+	    cur.sa_handler == SIG_DFL) {
+		cur.sa_sigaction = rsx_sig_tramp;
+		cur.sa_flags |= SA_SIGINFO;
+		rsx_real_sigaction(sig, &cur, NULL);
+	}
+	rsx_sig_unlock(&old);
+}
+
+/*
+ * The thread holds a socket lock (sig.h): sig waits, pending again on
+ * this very thread with the siginfo it came with (rt_tgsigqueueinfo to
+ * oneself may carry any si_code), and blocked in the context the
+ * trampoline returns to.  One the kernel will not queue again
+ * (RLIMIT_SIGPENDING) is raised at release instead, without its siginfo.
+ */
+static void rsx_sig_defer(int sig, siginfo_t *si, ucontext_t *uc, int flags)
+{
+	uint64_t bit = rsx_sig_bit(sig);
+	int err = errno;
+	sigset_t one;
+
+	sigemptyset(&one);
+	sigaddset(&one, sig);
+	/* under SA_NODEFER the copy would come straight back in */
+	pthread_sigmask(SIG_BLOCK, &one, NULL);
+	if (flags & SA_RESETHAND)
+		rsx_sig_rearm(sig);
+	if (!syscall(SYS_rt_tgsigqueueinfo, getpid(),
+		     (pid_t)syscall(SYS_gettid), sig, si)) {
+		sigaddset(&uc->uc_sigmask, sig);
+		__atomic_fetch_or(&rsx_sig_hold.requeued, bit,
+				  __ATOMIC_RELAXED);
+	} else {
+		__atomic_fetch_or(&rsx_sig_hold.lost, bit, __ATOMIC_RELAXED);
+	}
+	__atomic_store_n(&rsx_sig_hold.deferred, 1, __ATOMIC_RELAXED);
+	rsx_stat_inc(RSX_STAT_signals_deferred);
+	errno = err;
+}
+
+/*
+ * The last socket lock is gone: the signals held back come in now, right
+ * here (the kernel delivers a pending signal as the mask lets it in).  Only
+ * those are unblocked: the rest of the mask is the program's.
+ *
+ * keep: a sleep that takes the program's mask itself (ppoll) follows, with
+ * all signals blocked (rsx_guard_signals): it lets them in, atomically.
+ * The signals held back stay marked until a later release (unblocking
+ * them again is harmless); the mask of RSOCKX_WRAP_HANDLERS=0 is no
+ * longer the lock's: a handler that runs in that sleep and takes a lock
+ * saves its own, and after the sleep rsx_guard_signals_end() puts the
+ * program's back.
+ */
+void rsx_sig_release(int keep)
+{
+	uint64_t requeued, lost;
+	sigset_t set;
+	int err = errno, sig;
+
+	if (keep) {
+		rsx_sig_hold.masked = 0;
+		if (!rsx_sig_waiting())
+			__atomic_store_n(&rsx_sig_hold.deferred, 0,
+					 __ATOMIC_RELAXED);
+		return;
+	}
+	__atomic_store_n(&rsx_sig_hold.deferred, 0, __ATOMIC_RELAXED);
+	if (rsx_sig_hold.masked) {
+		rsx_sig_hold.masked = 0;
+		pthread_sigmask(SIG_SETMASK, &rsx_sig_hold.mask, NULL);
+	}
+	requeued = __atomic_exchange_n(&rsx_sig_hold.requeued, 0,
+				       __ATOMIC_RELAXED);
+	lost = __atomic_exchange_n(&rsx_sig_hold.lost, 0, __ATOMIC_RELAXED);
+	if (requeued) {
+		sigemptyset(&set);
+		for (sig = 1; sig <= 64 && sig < NSIG; sig++)
+			if (requeued & rsx_sig_bit(sig))
+				sigaddset(&set, sig);
+		pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+	}
+	for (sig = 1; lost && sig <= 64 && sig < NSIG; sig++)
+		if (lost & rsx_sig_bit(sig))
+			syscall(SYS_tgkill, getpid(),
+				(pid_t)syscall(SYS_gettid), sig);
+	errno = err;
+}
+
+/* RSOCKX_WRAP_HANDLERS=0, the first socket lock: all signals wait. */
+void rsx_sig_mask_hold(void)
+{
+	int err = errno;
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &rsx_sig_hold.mask);
+	rsx_sig_hold.masked = 1;
+	rsx_sig_hold.deferred = 1;
+	errno = err;
+}
+
+/*
+ * About to drop the last socket lock for a sleep: 1 when a signal held back
+ * under it will have its handler run as it drops (RSOCKX_WRAP_HANDLERS=0:
+ * rsockx does not see it run), so the sleep must not begin.
+ */
+int rsx_sig_held_pending(void)
+{
+	sigset_t p;
+	int sig;
+
+	if (!rsx_sig_hold.masked || rsx_sig_hold.depth != 1 || sigpending(&p))
+		return 0;
+	for (sig = 1; sig < NSIG; sig++)
+		if (sigismember(&p, sig) == 1 &&
+		    sigismember(&rsx_sig_hold.mask, sig) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * A mask saved while signals wait (rsx_guard_signals) without them: put
+ * back before they are let in, it would block them for good.
+ */
+void rsx_sig_mask_program(sigset_t *mask)
+{
+	uint64_t requeued = __atomic_load_n(&rsx_sig_hold.requeued,
+					    __ATOMIC_RELAXED);
+	int sig;
+
+	for (sig = 1; requeued && sig <= 64 && sig < NSIG; sig++)
+		if (requeued & rsx_sig_bit(sig))
+			sigdelset(mask, sig);
+}
+
+/*
+ * A handler is about to run while signals held back by this thread are
+ * still marked: its last unlock is under way (rsx_sig_release), or a sleep
+ * lets them in (ppoll).  Unblocked inside the handler they would break its
+ * mask (sa_mask, the signal itself): they are taken off the mask the
+ * interrupted code goes on with instead, and come in as it does.
+ */
+static void rsx_sig_hand_over(ucontext_t *uc)
+{
+	uint64_t requeued, lost;
+	int sig;
+
+	requeued = __atomic_exchange_n(&rsx_sig_hold.requeued, 0,
+				       __ATOMIC_RELAXED);
+	lost = __atomic_exchange_n(&rsx_sig_hold.lost, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&rsx_sig_hold.deferred, 0, __ATOMIC_RELAXED);
+	for (sig = 1; sig <= 64 && sig < NSIG; sig++) {
+		if (requeued & rsx_sig_bit(sig))
+			sigdelset(&uc->uc_sigmask, sig);
+		if (lost & rsx_sig_bit(sig))
+			syscall(SYS_tgkill, getpid(),
+				(pid_t)syscall(SYS_gettid), sig);
+	}
+}
+
 static void rsx_sig_tramp(int sig, siginfo_t *si, void *uc)
 {
 	sigset_t old;
 	void *h;
-	int flags;
+	int flags, err;
 
 	rsx_sig_get(sig, &h, &flags);
+	if (unlikely(*(volatile unsigned int *)&rsx_sig_hold.depth) &&
+	    rsx_sig_is_fn(h) && rsx_sig_bit(sig)) {
+		rsx_sig_defer(sig, si, uc, flags);
+		return;
+	}
+	if (unlikely(rsx_sig_waiting())) {
+		err = errno;
+		rsx_sig_hand_over(uc);
+		errno = err;
+	}
 	/* counted first: the handler may longjmp out */
 	rsx_sig_thread.runs++;
 	if (!(flags & SA_RESTART))
@@ -172,11 +366,13 @@ static void rsx_sig_adopt(int sig)
 }
 
 /*
- * At the first upgrade: from now on the spins count handlers instead of
- * holding signals back.  A process that never upgrades keeps its handlers
- * untouched (the library may be preloaded into every program), and its
- * sigaction() takes no lock: one that another thread makes at this very
- * moment, past the test of rsx_sig_wrapping, may stay unwrapped.
+ * At the first socket in the engine's hands (rsx_sock_set_state): from now
+ * on the spins count handlers instead of holding signals back, and a
+ * handler waits for the socket locks its thread holds.  A process none of
+ * whose connections the engine takes (plain TCP for good) keeps its
+ * handlers untouched (the library may be preloaded into every program),
+ * and its sigaction() takes no lock: one that another thread makes at
+ * this very moment, past the test of rsx_sig_wrapping, may stay unwrapped.
  */
 void rsx_sig_wrap_all(void)
 {

@@ -3,6 +3,7 @@
 #define RSX_SIG_H
 
 #include <signal.h>
+#include <stdint.h>
 
 #include "compiler.h"
 
@@ -23,6 +24,19 @@
  * Only handlers installed through libc are seen: one installed with a raw
  * rt_sigaction system call is not (RSOCKX_WRAP_HANDLERS=0 goes back to
  * holding signals back).  The signals of faults are never wrapped.
+ *
+ * Wrapping starts with the first socket in the engine's hands (mode 1),
+ * the first that a call of the program can find locked: a handler that
+ * calls into the socket whose lock its thread holds would take the lock
+ * again (a deadlock), or, inside a guard, pass to the kernel's TCP under
+ * an upgraded stream.  So while the thread holds a socket lock
+ * (rsx_sig_hold, counted by rsx_sock_lock), the trampoline does not run
+ * the handler: it sends the signal again to its own thread, siginfo and
+ * all, and blocks it in the context it returns to.  The last unlock
+ * unblocks exactly those (rsx_sig_release), and the kernel delivers them
+ * there, with a real context, outside every lock.  A sleep that drops
+ * the lock is such a last unlock: the handler runs as it drops, and the
+ * sleep ends as if it had interrupted it (rsx_sig_ran).
  */
 struct rsx_sig_seen {
 	unsigned int runs;	/* program handlers run on this thread */
@@ -31,6 +45,68 @@ struct rsx_sig_seen {
 
 extern RSX_TLS struct rsx_sig_seen rsx_sig_thread;
 extern int rsx_sig_wrapping;
+
+/*
+ * depth: socket locks the thread holds, only ever changed by the thread
+ * itself outside handlers (a handler that runs leaves it as it found it).
+ * The sets of signals held back are written by the trampoline, with an
+ * atomic or (a second signal may come in the middle of the first's), and
+ * taken once depth is back at 0, when no trampoline writes them.
+ *
+ * RSOCKX_WRAP_HANDLERS=0 (rsx_sig_masks): no trampoline to hold a handler
+ * back, so the first lock blocks all signals instead (masked, the
+ * program's mask kept in mask), two more system calls per locked call,
+ * and the last unlock lets them in.
+ */
+struct rsx_sig_hold {
+	unsigned int depth;
+	int deferred;		/* something waits for depth 0 */
+	int masked;		/* all signals blocked; the program's: mask */
+	uint64_t requeued;	/* bit sig-1: pending again, blocked */
+	uint64_t lost;		/* could not be queued again: raised later */
+	sigset_t mask;
+};
+
+extern RSX_TLS struct rsx_sig_hold rsx_sig_hold;
+extern int rsx_sig_masks;
+
+void rsx_sig_release(int keep);
+void rsx_sig_mask_hold(void);
+void rsx_sig_mask_program(sigset_t *mask);
+int rsx_sig_held_pending(void);
+
+/* Before a socket lock is taken: a signal from now on waits. */
+static inline void rsx_sig_hold_enter(void)
+{
+	if (unlikely(rsx_sig_masks) && !rsx_sig_hold.masked)
+		rsx_sig_mask_hold();
+	(*(volatile unsigned int *)&rsx_sig_hold.depth)++;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+
+/*
+ * After a socket lock is dropped: at depth 0, what waited runs now, unless
+ * keep: then a sleep right after takes the program's mask itself (ppoll),
+ * and the next lock and unlock let the rest in.
+ */
+static inline void rsx_sig_hold_leave(int keep)
+{
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (!--(*(volatile unsigned int *)&rsx_sig_hold.depth) &&
+	    unlikely(*(volatile int *)&rsx_sig_hold.deferred))
+		rsx_sig_release(keep);
+}
+
+/*
+ * A handler waits for this thread's socket locks: a spin ends for it as
+ * for one that ran, and the sleep after it lets it in.
+ */
+static inline int rsx_sig_waiting(void)
+{
+	return unlikely(__atomic_load_n(&rsx_sig_hold.requeued,
+					__ATOMIC_RELAXED) |
+			__atomic_load_n(&rsx_sig_hold.lost, __ATOMIC_RELAXED));
+}
 
 /* 1 when every handler the program has runs through the trampoline. */
 static inline int rsx_sig_wrapped(void)

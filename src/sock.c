@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 
+#include "config.h"
 #include "conn.h"
 #include "fdtab.h"
 #include "handoff.h"
@@ -106,9 +107,9 @@ void rsx_sock_put(struct rsx_sock *s)
 	 * table, without a reference): take the stand-in away under the lock,
 	 * so that the watcher is done with it first.
 	 */
-	pthread_mutex_lock(&s->lock);
+	rsx_sock_lock(s);
 	rsx_ready_off(s, 0);
-	pthread_mutex_unlock(&s->lock);
+	rsx_sock_unlock(s);
 	rsx_ready_quiesce(s);
 	if (s->conn) {
 		rsx_conn_destroy(s->conn);
@@ -141,6 +142,12 @@ void rsx_sock_set_state(struct rsx_sock *s, int state)
 	if ((s->state == RSX_ST_CLIENT_WAIT) != (state == RSX_ST_CLIENT_WAIT))
 		atomic_fetch_add(&rsx_client_waits,
 				 state == RSX_ST_CLIENT_WAIT ? 1 : -1);
+	/*
+	 * Before the first call of the program can find a socket's lock
+	 * taken: its handlers must wait for the lock (sig.h).
+	 */
+	if (mode && unlikely(!rsx_sig_wrapped()) && rsx_config.wrap_handlers)
+		rsx_sig_wrap_all();
 	s->state = state;
 	rsx_stats_conn_state(s, state);
 	if (atomic_exchange(&s->mode, mode) != mode)

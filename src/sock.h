@@ -6,6 +6,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "sig.h"
+
 /*
  * One rsx_sock per open TCP socket description that rsockx tracks.  Every fd
  * that refers to it (dup, dup2, fcntl F_DUPFD, inheritance through fork) holds
@@ -148,6 +150,45 @@ struct rsx_sock *rsx_sock_new(int kind, int family, int role);
 void rsx_sock_put(struct rsx_sock *s);
 int rsx_sock_tryget(struct rsx_sock *s);
 uint32_t rsx_sock_inuse(void);
+
+/*
+ * s->lock, for a thread that a signal handler of the program may interrupt
+ * (every s->lock of the data path takes these): while it holds one, the
+ * program's handlers wait (sig.h), as a handler that called into s would
+ * take the lock again.  Counted before the lock is taken, so that no
+ * signal finds it taken and uncounted.
+ */
+static inline void rsx_sock_lock(struct rsx_sock *s)
+{
+	rsx_sig_hold_enter();
+	pthread_mutex_lock(&s->lock);
+}
+
+/* 0 when taken, like pthread_mutex_trylock(). */
+static inline int rsx_sock_trylock(struct rsx_sock *s)
+{
+	int ret;
+
+	rsx_sig_hold_enter();
+	ret = pthread_mutex_trylock(&s->lock);
+	if (ret)
+		rsx_sig_hold_leave(0);
+	return ret;
+}
+
+static inline void rsx_sock_unlock(struct rsx_sock *s)
+{
+	pthread_mutex_unlock(&s->lock);
+	rsx_sig_hold_leave(0);
+}
+
+/* For a sleep that takes the program's mask atomically (ppoll), right
+ * after: signals held back stay so until it does. */
+static inline void rsx_sock_unlock_masked(struct rsx_sock *s)
+{
+	pthread_mutex_unlock(&s->lock);
+	rsx_sig_hold_leave(1);
+}
 
 static inline void rsx_sock_hold(struct rsx_sock *s)
 {

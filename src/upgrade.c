@@ -235,6 +235,21 @@ static int rsx_intr(int timeout, const sigset_t *mask,
 }
 
 /*
+ * Drops s->lock for a sleep.  Returns 1 when a handler that the lock held
+ * back ran as it dropped (sig.h), or will have by the time this returns
+ * (RSOCKX_WRAP_HANDLERS=0): the sleep would not end for it, so it does
+ * not begin, and the call ends as if it had (rsx_intr).
+ */
+static int rsx_sleep_unlock(struct rsx_sock *s,
+			    const struct rsx_sig_seen *seen)
+{
+	int held = unlikely(rsx_sig_hold.masked) && rsx_sig_held_pending();
+
+	rsx_sock_unlock(s);
+	return held || rsx_sig_ran(seen);
+}
+
+/*
  * Sleeps until fd has one of events, or the connection's completion channel
  * fires, with s->lock dropped.  Returns fd's revents (0 when another thread
  * did the polling, or after a signal the call goes on from: rsx_intr),
@@ -256,7 +271,8 @@ int rsx_sleep(struct rsx_sock *s, int fd, short events, const sigset_t *mask,
 	uint32_t gen;
 	int ret, rev;
 	struct timespec until, ts;
-	int timeout;
+	int timeout, nested;
+	short want = 0;
 
 	fd = rsx_sfd(s, fd);
 	timeout = rsx_timeout_left(fd);
@@ -291,9 +307,14 @@ int rsx_sleep(struct rsx_sock *s, int fd, short events, const sigset_t *mask,
 		pfd[1].events = POLLIN;
 		pfd[1].revents = 0;
 		s->wake_users++;
-		pthread_mutex_unlock(&s->lock);
-		ret = rsx_libc.poll(pfd, pfd[1].fd >= 0 ? 2 : 1, timeout);
-		pthread_mutex_lock(&s->lock);
+		if (rsx_sleep_unlock(s, seen)) {
+			ret = -1;
+			errno = EINTR;
+		} else {
+			ret = rsx_libc.poll(pfd, pfd[1].fd >= 0 ? 2 : 1,
+					    timeout);
+		}
+		rsx_sock_lock(s);
 		s->wake_users--;
 		rsx_wake_close(s);
 		if (ret > 0 && pfd[1].revents && !pfd[0].revents)
@@ -305,7 +326,13 @@ int rsx_sleep(struct rsx_sock *s, int fd, short events, const sigset_t *mask,
 			return s->orphan_fd >= 0 ? 0 : -EBADF;
 		return pfd[0].revents;
 	}
-	if (c->polling) {
+	/*
+	 * A handler of the program that runs in this thread's own sleep and
+	 * calls into s must not wait for the poller, itself: it polls, and
+	 * gives the poll back to the sleep it interrupted.
+	 */
+	nested = c->polling && c->poller == &rsx_sig_hold;
+	if (c->polling && !nested) {
 		if ((c->want | events) != c->want) {
 			c->want |= events;
 			rsx_kick(c);
@@ -324,9 +351,17 @@ int rsx_sleep(struct rsx_sock *s, int fd, short events, const sigset_t *mask,
 		c->waiters++;
 		while (c->polling && gen == c->wake_gen && s->conn == c) {
 			rsx_stat_inc(RSX_STAT_naps);
-			pthread_mutex_unlock(&s->lock);
+			if (rsx_sleep_unlock(s, seen)) {
+				ret = rsx_intr(timeout, NULL, seen);
+				rsx_sock_lock(s);
+				if (ret)
+					break;
+				rsx_sig_snap(&now);	/* restarted */
+				seen = &now;
+				continue;
+			}
 			ret = rsx_conn_nap(c, gen, timeout < 0 ? NULL : &until);
-			pthread_mutex_lock(&s->lock);
+			rsx_sock_lock(s);
 			if (ret == -ETIMEDOUT)
 				ret = -EAGAIN;
 			if (ret)
@@ -343,7 +378,10 @@ int rsx_sleep(struct rsx_sock *s, int fd, short events, const sigset_t *mask,
 	}
 	if (c->qp_ready && rsx_conn_arm(c) == 0 && rsx_conn_poll(c) != 0)
 		return 0;	/* something came in meanwhile */
+	if (nested)
+		want = c->want;
 	c->polling = 1;
+	c->poller = &rsx_sig_hold;
 	c->want = events;
 	pfd[0].fd = fd;
 	pfd[0].events = c->want;
@@ -356,18 +394,22 @@ int rsx_sleep(struct rsx_sock *s, int fd, short events, const sigset_t *mask,
 	pfd[3].events = POLLIN;
 	pfd[0].revents = pfd[1].revents = pfd[2].revents = pfd[3].revents = 0;
 	rsx_stat_inc(RSX_STAT_sleeps);
-	pthread_mutex_unlock(&s->lock);
 	if (mask) {
+		/* all signals blocked: ppoll lets them in, atomically */
+		rsx_sock_unlock_masked(s);
 		ts.tv_sec = timeout / 1000;
 		ts.tv_nsec = (long)(timeout % 1000) * 1000000;
 		ret = rsx_libc.ppoll(pfd, c->qp_ready ? 4 : 2,
 				     timeout < 0 ? NULL : &ts, mask);
+	} else if (rsx_sleep_unlock(s, seen)) {
+		ret = -1;
+		errno = EINTR;
 	} else {
 		ret = rsx_libc.poll(pfd, c->qp_ready ? 4 : 2, timeout);
 	}
 	if (pfd[3].revents)
 		rsx_dev_async_all();
-	pthread_mutex_lock(&s->lock);
+	rsx_sock_lock(s);
 	if (ret < 0)
 		ret = errno == EINTR ? rsx_intr(timeout, mask, seen) : 0;
 	else if (ret == 0 && timeout >= 0)
@@ -388,12 +430,16 @@ int rsx_sleep(struct rsx_sock *s, int fd, short events, const sigset_t *mask,
 		if (ret >= 0 && s->orphan_fd < 0)
 			ret = -EBADF;
 	}
-	c->polling = 0;
-	c->want = 0;
+	if (nested) {
+		c->want = want;	/* the interrupted sleep's, which goes on */
+	} else {
+		c->polling = 0;
+		c->want = 0;
+	}
 	rsx_conn_wake(c);
 	if (s->conn != c) {
 		/* dropped by rsx_to_tcp while we slept */
-		if (!c->waiters)
+		if (!c->waiters && !nested)
 			rsx_conn_destroy(c);
 		return ret < 0 ? ret : -ERESTART;
 	}
@@ -409,9 +455,9 @@ static void rsx_wait_in(struct rsx_sock *s, int fd, int ms)
 
 	if (ms <= 0)
 		return;
-	pthread_mutex_unlock(&s->lock);
+	rsx_sock_unlock(s);
 	rsx_libc.poll(&pfd, 1, ms);
-	pthread_mutex_lock(&s->lock);
+	rsx_sock_lock(s);
 }
 
 /* Writes a whole negotiation message; only the first byte may say EAGAIN. */
@@ -1026,7 +1072,8 @@ static int rsx_spin(struct rsx_conn *c, const sigset_t *mask,
 			return 1;
 		if (i % RSX_SPIN_SIG_EVERY)
 			continue;
-		if (mask ? rsx_guard_signalled(mask) : rsx_sig_ran(seen))
+		if (mask ? rsx_guard_signalled(mask) :
+			   rsx_sig_ran(seen) || rsx_sig_waiting())
 			return 0;
 		if (!(i % RSX_SPIN_CLOCK_EVERY) && rsx_spin_end_passed(&end))
 			return 0;
@@ -1104,10 +1151,10 @@ void rsx_sock_rcvlowat(int fd, int val)
 
 	if (!s)
 		return;
-	pthread_mutex_lock(&s->lock);
+	rsx_sock_lock(s);
 	s->rcvlowat = val < 1 ? 1 : val;
 	rsx_sock_ready_sync(s);
-	pthread_mutex_unlock(&s->lock);
+	rsx_sock_unlock(s);
 	rsx_sock_put(s);
 }
 
@@ -1457,7 +1504,7 @@ static ssize_t rsx_sock_io(int fd, const struct iovec *iov, int iovcnt,
 		return -ENOTSOCK;
 	rsx_call_begin(send ? SO_SNDTIMEO : SO_RCVTIMEO);
 	nonblock = rsx_is_nonblock(s, flags);
-	pthread_mutex_lock(&s->lock);
+	rsx_sock_lock(s);
 	if (unlikely(s->oob_ok) && rsx_counts(s))
 		rsx_board_check(s, fd);
 	if (unlikely(s->oob) && !atomic_load(&s->pollers))
@@ -1518,7 +1565,7 @@ again:
 				goto again;
 			break;
 		}
-		pthread_mutex_unlock(&s->lock);
+		rsx_sock_unlock(s);
 		ret = done ? (ssize_t)done : rsx_tcp_io(fd, iov, iovcnt, 0, len,
 							 flags, send);
 		if (ret == -ENOTSOCK || ret == -EBADF)
@@ -1532,7 +1579,7 @@ out:
 		rsx_down_settle(s, fd);
 	if (unlikely(s->rdy))
 		rsx_sock_ready_sync(s);
-	pthread_mutex_unlock(&s->lock);
+	rsx_sock_unlock(s);
 	rsx_sock_put(s);
 	return ret;
 }
@@ -1733,9 +1780,9 @@ static int rsx_finish(struct rsx_sock *s, int fd, int64_t deadline)
 					    sizeof(lg));
 			return 0;
 		}
-		pthread_mutex_unlock(&s->lock);
+		rsx_sock_unlock(s);
 		rsx_libc.poll(&pfd, 1, 100);
-		pthread_mutex_lock(&s->lock);
+		rsx_sock_lock(s);
 		c = s->conn;
 	}
 	/*
@@ -1775,7 +1822,7 @@ int rsx_sock_shutdown(int fd, int how)
 	int upgraded = 0;
 
 	if (s) {
-		pthread_mutex_lock(&s->lock);
+		rsx_sock_lock(s);
 		rsx_sock_forked_use(s);	/* the parent's QP first */
 		upgraded = s->state == RSX_ST_UPGRADED &&
 			   (s->conn->tx_ring || s->conn->peer_down);
@@ -1796,7 +1843,7 @@ int rsx_sock_shutdown(int fd, int how)
 				rsx_finish(s, fd, rsx_linger_end());
 		}
 		rsx_sock_ready_sync(s);
-		pthread_mutex_unlock(&s->lock);
+		rsx_sock_unlock(s);
 		rsx_sock_put(s);
 	}
 	/*
@@ -1929,7 +1976,7 @@ static int rsx_linger_start(struct rsx_sock *s, int fd)
  */
 void rsx_sock_close_last(struct rsx_sock *s, int fd)
 {
-	pthread_mutex_lock(&s->lock);
+	rsx_sock_lock(s);
 	if (s->lingered)
 		;	/* the lingerer's end (linger.c): nothing left to wait */
 	else if (rsx_hand_back(s))
@@ -1943,7 +1990,7 @@ void rsx_sock_close_last(struct rsx_sock *s, int fd)
 	 * that keep meeting (a reader and a writer) may leave that to here.
 	 */
 	rsx_down_settle(s, fd);
-	pthread_mutex_unlock(&s->lock);
+	rsx_sock_unlock(s);
 }
 
 /*
@@ -1960,7 +2007,7 @@ void rsx_sock_orphan(struct rsx_sock *s, int fd)
 {
 	int k;
 
-	pthread_mutex_lock(&s->lock);
+	rsx_sock_lock(s);
 	if (!s->conn || s->orphan_fd >= 0)
 		goto out;
 	k = rsx_orphan_dup(s, fd);
@@ -1973,7 +2020,7 @@ void rsx_sock_orphan(struct rsx_sock *s, int fd)
 		k);
 	rsx_kick(s->conn);	/* to poll the duplicate */
 out:
-	pthread_mutex_unlock(&s->lock);
+	rsx_sock_unlock(s);
 }
 
 /* The last reference of an orphaned socket: as its last close. */
@@ -1994,7 +2041,7 @@ void rsx_sock_orphan_end(struct rsx_sock *s)
  */
 int rsx_lock_until(struct rsx_sock *s, int64_t deadline)
 {
-	while (pthread_mutex_trylock(&s->lock)) {
+	while (rsx_sock_trylock(s)) {
 		if (rsx_now_ms() >= deadline)
 			return -EBUSY;
 		usleep(1000);
@@ -2034,7 +2081,7 @@ void rsx_exit_flush(void)
 				rsx_exit_start(s, fd);
 			else
 				rsx_end_step(s, fd, deadline);
-			pthread_mutex_unlock(&s->lock);
+			rsx_sock_unlock(s);
 		}
 	}
 	rsx_linger_exit(deadline);
@@ -2130,7 +2177,7 @@ int rsx_sock_exec_downgrade(struct rsx_sock *s, int fd)
 {
 	int ret, tries;
 
-	for (tries = 0; pthread_mutex_trylock(&s->lock); tries++) {
+	for (tries = 0; rsx_sock_trylock(s); tries++) {
 		if (tries == 100) {
 			/* held by a thread the exec is about to end */
 			rsx_warn("fd %d: busy at exec: shut down", fd);
@@ -2141,7 +2188,7 @@ int rsx_sock_exec_downgrade(struct rsx_sock *s, int fd)
 		usleep(1000);
 	}
 	ret = rsx_downgrade(s, fd, 1);
-	pthread_mutex_unlock(&s->lock);
+	rsx_sock_unlock(s);
 	return ret;
 }
 
@@ -2165,12 +2212,12 @@ void rsx_fork_share_sockets(void)
 			continue;
 		if (bell < 0)
 			bell = rsx_cm_bell_fd();
-		pthread_mutex_lock(&s->lock);
+		rsx_sock_lock(s);
 		if (bell >= 0 && s->state == RSX_ST_UPGRADED && s->conn &&
 		    rsx_handoff_share(s, fd, bell))
 			rsx_info("fd %d: no hand-off slot: a fork child that "
 				 "uses it gets EIO", fd);
-		pthread_mutex_unlock(&s->lock);
+		rsx_sock_unlock(s);
 		rsx_sock_put(s);
 	}
 }
@@ -2205,11 +2252,11 @@ int rsx_fork_serve(void)
 	struct rsx_sock *s;
 
 	while ((s = rsx_handoff_next(&slot, &fd))) {
-		if (pthread_mutex_trylock(&s->lock)) {
+		if (rsx_sock_trylock(s)) {
 			busy = 1;
 		} else {
 			rsx_fork_serve_one(s, fd);
-			pthread_mutex_unlock(&s->lock);
+			rsx_sock_unlock(s);
 		}
 		rsx_sock_put(s);
 	}
@@ -2295,11 +2342,11 @@ void rsx_fork_parent_sockets(void)
 		s = rsx_fd_peek(fd);
 		if (!s || s->kind != RSX_SOCK_TCP || !rsx_sock_tryget(s))
 			continue;
-		pthread_mutex_lock(&s->lock);
+		rsx_sock_lock(s);
 		s->shared = 1;
 		if (rsx_state_counted(s->state))
 			rsx_to_tcp(s, RSX_STAT_fallback_fork);
-		pthread_mutex_unlock(&s->lock);
+		rsx_sock_unlock(s);
 		rsx_sock_put(s);
 	}
 }
@@ -2313,7 +2360,7 @@ void rsx_fork_parent_sockets(void)
 void rsx_sock_connected(struct rsx_sock *s, int fd, int action,
 			int connected)
 {
-	pthread_mutex_lock(&s->lock);
+	rsx_sock_lock(s);
 	if (s->state == RSX_ST_TCP && action == RSX_ACT_RDMA)
 		rsx_sock_set_state(s, RSX_ST_CLIENT_NEW);
 	if (s->state == RSX_ST_TCP && action == RSX_ACT_OOB) {
@@ -2324,7 +2371,7 @@ void rsx_sock_connected(struct rsx_sock *s, int fd, int action,
 	/* also when a non-blocking connect() turns out done (SO_ERROR) */
 	if (s->state == RSX_ST_CLIENT_NEW && connected)
 		rsx_client_start(s, fd, 1);
-	pthread_mutex_unlock(&s->lock);
+	rsx_sock_unlock(s);
 }
 
 void rsx_sock_accepted(struct rsx_sock *s)
@@ -2344,7 +2391,7 @@ int rsx_sock_ioctl(int fd, unsigned long req, void *arg)
 	s = rsx_fd_get(fd);
 	if (!s)
 		return 1;
-	pthread_mutex_lock(&s->lock);
+	rsx_sock_lock(s);
 	c = s->conn;
 	if (s->state == RSX_ST_UPGRADED) {
 		rsx_progress(s, fd);
@@ -2356,7 +2403,7 @@ int rsx_sock_ioctl(int fd, unsigned long req, void *arg)
 			ret = 0;
 		}
 	}
-	pthread_mutex_unlock(&s->lock);
+	rsx_sock_unlock(s);
 	rsx_sock_put(s);
 	return ret;
 }
