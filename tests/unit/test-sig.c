@@ -42,6 +42,27 @@ static void rearm(int sig)
 	rsx_sig_legacy(sig, rearm, signal);
 }
 
+static volatile int val_seen, code_seen;
+
+static void hval(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)uc;
+	val_seen = si->si_value.sival_int;
+	code_seen = si->si_code;
+}
+
+/* The same signals blocked in a and b, every one of them. */
+static int same_mask(const sigset_t *a, const sigset_t *b)
+{
+	int sig;
+
+	for (sig = 1; sig < NSIG; sig++)
+		if (sigismember(a, sig) != sigismember(b, sig))
+			return 0;
+	return 1;
+}
+
 static struct sigaction act(void (*fn)(int), int flags)
 {
 	struct sigaction sa;
@@ -226,5 +247,80 @@ int main(void)
 	   "fork: the parent's mask is back");
 	ok(rsx_sig_action(0, NULL, &old) == -1 &&
 	   rsx_sig_action(NSIG, NULL, &old) == -1, "bad numbers refused");
+
+	/* under a socket lock (rsx_sock_lock) a handler waits */
+	sa = act(h1, 0);
+	rsx_sig_action(SIGUSR1, &sa, NULL);
+	hits1 = 0;
+	sigprocmask(SIG_BLOCK, NULL, &cur);
+	rsx_sig_hold_enter();
+	rsx_sig_hold_enter();
+	raise(SIGUSR1);
+	ok(hits1 == 0, "under a lock the handler waits");
+	sigprocmask(SIG_BLOCK, NULL, &after);
+	ok(sigismember(&after, SIGUSR1), "... its signal blocked meanwhile");
+	sigpending(&after);
+	ok(sigismember(&after, SIGUSR1), "... and pending again");
+	rsx_sig_hold_leave(0);
+	ok(hits1 == 0, "... still, under the outer lock");
+	rsx_sig_snap(&seen);
+	rsx_sig_hold_leave(0);
+	ok(hits1 == 1 && rsx_sig_ran(&seen), "the last unlock runs it, counted");
+	sigprocmask(SIG_BLOCK, NULL, &after);
+	ok(same_mask(&cur, &after), "... and the mask is the program's again");
+
+	/* the siginfo it came with */
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = hval;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	rsx_sig_action(SIGUSR2, &sa, NULL);
+	rsx_sig_hold_enter();
+	sigqueue(getpid(), SIGUSR2, (union sigval){ .sival_int = 42 });
+	ok(val_seen == 0, "a queued signal waits too");
+	rsx_sig_hold_leave(0);
+	ok(val_seen == 42 && code_seen == SI_QUEUE,
+	   "... and its handler gets its siginfo (%d, code %d)", val_seen,
+	   code_seen);
+
+	/* SA_RESETHAND: the kernel reset it already; it still runs once */
+	sa = act(h2, SA_RESETHAND);
+	rsx_sig_action(SIGUSR1, &sa, NULL);
+	hits2 = 0;
+	rsx_sig_hold_enter();
+	raise(SIGUSR1);
+	rsx_sig_hold_leave(0);
+	ok(hits2 == 1 && program_handler(SIGUSR1, NULL) == (void *)SIG_DFL,
+	   "SA_RESETHAND: ran once after the lock, then SIG_DFL");
+
+	/* SA_NODEFER: the copy must not come straight back in */
+	sa = act(h1, SA_NODEFER);
+	rsx_sig_action(SIGUSR1, &sa, NULL);
+	hits1 = 0;
+	sigprocmask(SIG_BLOCK, NULL, &cur);
+	rsx_sig_hold_enter();
+	raise(SIGUSR1);
+	rsx_sig_hold_leave(0);
+	sigprocmask(SIG_BLOCK, NULL, &after);
+	ok(hits1 == 1 && same_mask(&cur, &after),
+	   "SA_NODEFER: waits, runs once, mask back");
+
+	/* RSOCKX_WRAP_HANDLERS=0: the lock blocks all signals instead */
+	sa = act(h1, 0);
+	rsx_sig_action(SIGUSR1, &sa, NULL);
+	hits1 = 0;
+	rsx_sig_masks = 1;
+	sigprocmask(SIG_BLOCK, NULL, &cur);
+	rsx_sig_hold_enter();
+	sigprocmask(SIG_BLOCK, NULL, &after);
+	ok(sigismember(&after, SIGUSR1) && sigismember(&after, SIGTERM),
+	   "masked: a lock blocks all signals");
+	raise(SIGUSR1);
+	ok(hits1 == 0, "masked: the handler waits");
+	rsx_sig_hold_leave(0);
+	sigprocmask(SIG_BLOCK, NULL, &after);
+	ok(hits1 == 1 && same_mask(&cur, &after),
+	   "masked: the last unlock runs it, the program's mask back");
+	rsx_sig_masks = 0;
 	return done_testing();
 }
