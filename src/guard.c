@@ -130,8 +130,15 @@ void rsx_guard_signals_end(const sigset_t *old)
 		rsx_sig_hold.mask = *old;
 		return;
 	}
+	if (unlikely(rsx_sig_waiting())) {
+		/* those still wait for the last unlock (rsx_sig_release) */
+		sigset_t m = *old;
 
-	pthread_sigmask(SIG_SETMASK, old, NULL);
+		rsx_sig_mask_held(&m);
+		pthread_sigmask(SIG_SETMASK, &m, NULL);
+	} else {
+		pthread_sigmask(SIG_SETMASK, old, NULL);
+	}
 	errno = err;
 }
 

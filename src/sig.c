@@ -169,8 +169,14 @@ static void rsx_sig_defer(int sig, siginfo_t *si, ucontext_t *uc, int flags)
 	pthread_sigmask(SIG_BLOCK, &one, NULL);
 	if (flags & SA_RESETHAND)
 		rsx_sig_rearm(sig);
-	if (!syscall(SYS_rt_tgsigqueueinfo, getpid(),
-		     (pid_t)syscall(SYS_gettid), sig, si)) {
+	/*
+	 * The copy came straight back: the context's mask did not hold it
+	 * (valgrind restores a mask of its own).  Raised at release: once.
+	 */
+	if (__atomic_load_n(&rsx_sig_hold.requeued, __ATOMIC_RELAXED) & bit) {
+		__atomic_fetch_or(&rsx_sig_hold.lost, bit, __ATOMIC_RELAXED);
+	} else if (!syscall(SYS_rt_tgsigqueueinfo, getpid(),
+			    (pid_t)syscall(SYS_gettid), sig, si)) {
 		sigaddset(&uc->uc_sigmask, sig);
 		__atomic_fetch_or(&rsx_sig_hold.requeued, bit,
 				  __ATOMIC_RELAXED);
@@ -260,6 +266,18 @@ int rsx_sig_held_pending(void)
 		    sigismember(&rsx_sig_hold.mask, sig) == 0)
 			return 1;
 	return 0;
+}
+
+/* A mask to restore while signals wait: with them, until the release. */
+void rsx_sig_mask_held(sigset_t *mask)
+{
+	uint64_t requeued = __atomic_load_n(&rsx_sig_hold.requeued,
+					    __ATOMIC_RELAXED);
+	int sig;
+
+	for (sig = 1; requeued && sig <= 64 && sig < NSIG; sig++)
+		if (requeued & rsx_sig_bit(sig))
+			sigaddset(mask, sig);
 }
 
 /*

@@ -73,6 +73,7 @@ extern int rsx_sig_masks;
 void rsx_sig_release(int keep);
 void rsx_sig_mask_hold(void);
 void rsx_sig_mask_program(sigset_t *mask);
+void rsx_sig_mask_held(sigset_t *mask);
 int rsx_sig_held_pending(void);
 
 /* Before a socket lock is taken: a signal from now on waits. */

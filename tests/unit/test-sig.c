@@ -7,6 +7,7 @@
  */
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -113,7 +114,7 @@ int main(void)
 	int st;
 	void *tramp, *got;
 	pthread_t t;
-	int flags;
+	int flags, vg;
 
 	/* before the first upgrade: the program's handlers are untouched */
 	sa = act(h1, SA_RESTART);
@@ -257,10 +258,14 @@ int main(void)
 	rsx_sig_hold_enter();
 	raise(SIGUSR1);
 	ok(hits1 == 0, "under a lock the handler waits");
+	/* valgrind restores a mask of its own after a handler */
+	vg = getenv("RSOCKX_TEST_VALGRIND") != NULL;
 	sigprocmask(SIG_BLOCK, NULL, &after);
-	ok(sigismember(&after, SIGUSR1), "... its signal blocked meanwhile");
+	ok(vg || sigismember(&after, SIGUSR1),
+	   "... its signal blocked meanwhile%s", vg ? " # SKIP valgrind" : "");
 	sigpending(&after);
-	ok(sigismember(&after, SIGUSR1), "... and pending again");
+	ok(vg || sigismember(&after, SIGUSR1),
+	   "... and pending again%s", vg ? " # SKIP valgrind" : "");
 	rsx_sig_hold_leave(0);
 	ok(hits1 == 0, "... still, under the outer lock");
 	rsx_sig_snap(&seen);
@@ -279,9 +284,9 @@ int main(void)
 	sigqueue(getpid(), SIGUSR2, (union sigval){ .sival_int = 42 });
 	ok(val_seen == 0, "a queued signal waits too");
 	rsx_sig_hold_leave(0);
-	ok(val_seen == 42 && code_seen == SI_QUEUE,
-	   "... and its handler gets its siginfo (%d, code %d)", val_seen,
-	   code_seen);
+	ok(vg ? val_seen == 0 : val_seen == 42 && code_seen == SI_QUEUE,
+	   "... and its handler gets its siginfo (%d, code %d)%s", val_seen,
+	   code_seen, vg ? " # SKIP valgrind: raised again without it" : "");
 
 	/* SA_RESETHAND: the kernel reset it already; it still runs once */
 	sa = act(h2, SA_RESETHAND);
