@@ -102,9 +102,12 @@ case_ plain-client tcp "$SRV" - $HOST_B $HOST_A -n 500000
 # rsockx).
 printf 'tcp accept * *\n' >"$tmpdir/deny.conf"
 case_ server-refuses tcp "RSOCKX_CONF=$tmpdir/deny.conf" "$CLI" $HOST_B $HOST_A -n 500000
-check "server-refuses: no HELLO sent, told no rsockx (hello_sent=$(stat_of $tmpdir/server-refuses.cstats hello_sent), fallback_probe=$(stat_of $tmpdir/server-refuses.cstats fallback_probe))" \
+# The reason counted depends on what came first under the sanitizers'
+# slowness, the probe's no or the stream's end (fallback_probe 0 once in
+# CI's ASan run): the byte that must never go is the HELLO.
+check "server-refuses: no HELLO sent (hello_sent=$(stat_of $tmpdir/server-refuses.cstats hello_sent), fallback_probe=$(stat_of $tmpdir/server-refuses.cstats fallback_probe))" \
 	test "$(stat_of $tmpdir/server-refuses.cstats hello_sent)" = 0 -a \
-	"$(stat_of $tmpdir/server-refuses.cstats fallback_probe)" = 1
+	"$(stat_of $tmpdir/server-refuses.cstats upgraded)" = 0
 
 # unbound client: B to B, which rxe1 serves as loopback
 s=$(rxe_snap)
