@@ -68,6 +68,7 @@ struct rsx_config {
 	uint8_t qp_timeout;	/* its local ACK timeout exponent (qa.timeout) */
 	uint32_t max_qps;	/* RSOCKX_MAX_QPS: held at once, 0: no limit */
 	uint64_t pin_max;	/* RSOCKX_PIN_MAX: pool bytes pinned, 0: no cap */
+	int pin_max_default;	/* not set: rsx_pin_max() works it out */
 	int tclass;		/* RSOCKX_TCLASS: GRH traffic class (DSCP, ECN) */
 	int sl;			/* RSOCKX_SL: service level (priority) */
 	int oob;		/* RSOCKX_OOB: upgrades out of band (oob.h) */
@@ -103,5 +104,8 @@ uint8_t rsx_qp_timeout_exp(int ms);
 int rsx_config_load(struct rsx_config *c, const char *rules_env,
 		    const char *conf_path, const char *default_env,
 		    const char *prog);
+
+/* RSOCKX_PIN_MAX, or its default, worked out at the first pool chunk. */
+uint64_t rsx_pin_max(void);
 
 #endif

@@ -80,6 +80,22 @@ static uint64_t rsx_pin_default(void)
 	return rl.rlim_cur / 4 * 3 < max ? rl.rlim_cur / 4 * 3 : max;
 }
 
+/*
+ * Not at start-up (every process of the host may load the library, most
+ * never pin a byte): at the first chunk a pool makes.  Threads that race
+ * here work out the same value.
+ */
+uint64_t rsx_pin_max(void)
+{
+	if (__atomic_load_n(&rsx_config.pin_max_default, __ATOMIC_ACQUIRE)) {
+		__atomic_store_n(&rsx_config.pin_max, rsx_pin_default(),
+				 __ATOMIC_RELAXED);
+		__atomic_store_n(&rsx_config.pin_max_default, 0,
+				 __ATOMIC_RELEASE);
+	}
+	return __atomic_load_n(&rsx_config.pin_max, __ATOMIC_RELAXED);
+}
+
 static void rsx_init_tunables(void)
 {
 	struct rsx_config *c = &rsx_config;
@@ -132,9 +148,10 @@ static void rsx_init_tunables(void)
 	 * /etc/ld.so.preload every daemon that accepts TCP runs rsockx; past
 	 * this, connections stay TCP (fallback_pinned).
 	 */
-	c->pin_max = rsx_pin_default();
-	rsx_env_num("RSOCKX_PIN_MAX", 0, UINT64_MAX, 0, &c->pin_max,
+	c->pin_max = UINT64_MAX;	/* not a value the variable takes */
+	rsx_env_num("RSOCKX_PIN_MAX", 0, UINT64_MAX - 1, 0, &c->pin_max,
 		    sizeof(uint64_t));
+	c->pin_max_default = c->pin_max == UINT64_MAX;
 	/* lossless (PFC) and ECN fabrics put RDMA in a class of its own */
 	rsx_env_num("RSOCKX_TCLASS", 0, 255, 0, &c->tclass, sizeof(int));
 	rsx_env_num("RSOCKX_SL", 0, 15, 0, &c->sl, sizeof(int));

@@ -156,13 +156,12 @@ static void rsx_mp_release(struct rsx_mempool *mp, struct rsx_mp_chunk *ch)
 static struct rsx_mp_chunk *rsx_mp_new_chunk(struct rsx_mempool *mp,
 					     size_t len, int *err)
 {
+	uint64_t pin_max = rsx_pin_max();
 	struct rsx_mp_chunk *ch;
 
-	if (rsx_config.pin_max &&
-	    atomic_load(&rsx_mp_pinned) + len > rsx_config.pin_max) {
+	if (pin_max && atomic_load(&rsx_mp_pinned) + len > pin_max) {
 		rsx_info("%s pool: %zu bytes more would pass RSOCKX_PIN_MAX "
-			 "(%llu)", mp->name, len,
-			 (unsigned long long)rsx_config.pin_max);
+			 "(%llu)", mp->name, len, (unsigned long long)pin_max);
 		*err = -ENOSR;
 		return NULL;
 	}

@@ -130,6 +130,20 @@ static uint64_t rsx_sig_bit(int sig)
 	return sig <= 64 ? 1ull << (sig - 1) : 0;
 }
 
+/* The signals of bits (rsx_sig_bit) added to mask, or taken out of it. */
+static void rsx_sig_mask_bits(sigset_t *mask, uint64_t bits, int add)
+{
+	int sig;
+
+	for (sig = 1; bits && sig <= 64 && sig < NSIG; sig++)
+		if (bits & rsx_sig_bit(sig)) {
+			if (add)
+				sigaddset(mask, sig);
+			else
+				sigdelset(mask, sig);
+		}
+}
+
 /*
  * SA_RESETHAND: the kernel went back to SIG_DFL as it delivered sig, but
  * the program's handler has not run yet.  The trampoline again, so that
@@ -224,9 +238,7 @@ void rsx_sig_release(int keep)
 	lost = __atomic_exchange_n(&rsx_sig_hold.lost, 0, __ATOMIC_RELAXED);
 	if (requeued) {
 		sigemptyset(&set);
-		for (sig = 1; sig <= 64 && sig < NSIG; sig++)
-			if (requeued & rsx_sig_bit(sig))
-				sigaddset(&set, sig);
+		rsx_sig_mask_bits(&set, requeued, 1);
 		pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 	}
 	for (sig = 1; lost && sig <= 64 && sig < NSIG; sig++)
@@ -271,13 +283,8 @@ int rsx_sig_held_pending(void)
 /* A mask to restore while signals wait: with them, until the release. */
 void rsx_sig_mask_held(sigset_t *mask)
 {
-	uint64_t requeued = __atomic_load_n(&rsx_sig_hold.requeued,
-					    __ATOMIC_RELAXED);
-	int sig;
-
-	for (sig = 1; requeued && sig <= 64 && sig < NSIG; sig++)
-		if (requeued & rsx_sig_bit(sig))
-			sigaddset(mask, sig);
+	rsx_sig_mask_bits(mask, __atomic_load_n(&rsx_sig_hold.requeued,
+						__ATOMIC_RELAXED), 1);
 }
 
 /*
@@ -286,13 +293,8 @@ void rsx_sig_mask_held(sigset_t *mask)
  */
 void rsx_sig_mask_program(sigset_t *mask)
 {
-	uint64_t requeued = __atomic_load_n(&rsx_sig_hold.requeued,
-					    __ATOMIC_RELAXED);
-	int sig;
-
-	for (sig = 1; requeued && sig <= 64 && sig < NSIG; sig++)
-		if (requeued & rsx_sig_bit(sig))
-			sigdelset(mask, sig);
+	rsx_sig_mask_bits(mask, __atomic_load_n(&rsx_sig_hold.requeued,
+						__ATOMIC_RELAXED), 0);
 }
 
 /*
