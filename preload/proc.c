@@ -21,7 +21,7 @@ RSX_EXPORT pid_t fork(void)
 	if (pid == 0)
 		RSX_KEEP_ERRNO(rsx_on_fork_child());
 	else
-		RSX_KEEP_ERRNO(rsx_on_fork_parent());
+		RSX_KEEP_ERRNO(rsx_on_fork_parent(pid < 0));
 	return pid;
 }
 
@@ -37,7 +37,7 @@ RSX_EXPORT pid_t _Fork(void)
 	if (pid == 0)
 		RSX_KEEP_ERRNO(rsx_on_fork_child());
 	else
-		RSX_KEEP_ERRNO(rsx_on_fork_parent());
+		RSX_KEEP_ERRNO(rsx_on_fork_parent(pid < 0));
 	return pid;
 }
 
@@ -54,7 +54,7 @@ RSX_EXPORT int daemon(int nochdir, int noclose)
 	if (ret == 0)
 		RSX_KEEP_ERRNO(rsx_on_fork_child());
 	else
-		RSX_KEEP_ERRNO(rsx_on_fork_parent());	/* its fork failed */
+		RSX_KEEP_ERRNO(rsx_on_fork_parent(1));	/* its fork failed */
 	return ret;
 }
 

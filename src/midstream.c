@@ -24,6 +24,7 @@
 #include "oob.h"
 #include "probe.h"
 #include "ready.h"
+#include "share.h"
 #include "stats.h"
 #include "upgrade.h"
 #include "upgrade-int.h"
@@ -153,6 +154,8 @@ ssize_t rsx_counted_io(struct rsx_sock *s, int fd, const struct iovec *iov,
 							*done, n);
 				rsx_stat_add(RSX_STAT_tcp_rx_bytes, n);
 			}
+			if (unlikely(s->shared) && !peek)
+				rsx_share_moved(s);
 			*done += n;
 			if (*done == len || (!send && !waitall))
 				return *done;
@@ -191,8 +194,8 @@ static void rsx_server_oob(struct rsx_sock *s, int fd, struct rsx_oob_pend *p)
 	struct rsx_hello h;
 	int reason;
 
-	if (!rsx_counts(s) || s->shared || s->rd_shut || s->wr_shut ||
-	    s->conn || s->oob || rsx_now_ms() > p->expires) {
+	if (!rsx_counts(s) || rsx_sock_shared(s) || s->rd_shut ||
+	    s->wr_shut || s->conn || s->oob || rsx_now_ms() > p->expires) {
 		reason = RSX_NAK_STATE;
 		goto nak;
 	}
@@ -320,18 +323,28 @@ void rsx_board_check(struct rsx_sock *s, int fd)
 {
 	struct rsx_oob_pend *p;
 
-	if (!s->oob_ok || s->oob || !rsx_board_news(&s->board_seen) ||
-	    !(p = rsx_board_take(s)))
+	/* shared: the news waits until one process alone holds s */
+	if (!s->oob_ok || s->oob || rsx_sock_shared(s) ||
+	    !rsx_board_news(&s->board_seen) || !(p = rsx_board_take(s)))
 		return;
 	rsx_oob_take(s, fd, p);
 }
 
-/* The CM thread found the socket a request names (or accept() did). */
-void rsx_sock_oob_request(struct rsx_sock *s, int fd, struct rsx_oob_pend *p)
+/*
+ * The CM thread found the socket a request names (or accept() did).
+ * -EBUSY: fork() shared it and another process may still hold it; the
+ * request goes up on the board for the one that ends up alone with it.
+ */
+int rsx_sock_oob_request(struct rsx_sock *s, int fd, struct rsx_oob_pend *p)
 {
 	rsx_sock_lock(s);
+	if (s->share_slot >= 0 && rsx_sock_shared(s)) {
+		rsx_sock_unlock(s);
+		return -EBUSY;
+	}
 	rsx_oob_take(s, fd, p);
 	rsx_sock_unlock(s);
+	return 0;
 }
 
 /*

@@ -213,13 +213,16 @@ int rsx_oob_cm_request(void *idp, const void *priv, uint8_t len)
 	}
 	s = rsx_oob_find(p, &fd);
 	if (s) {
-		rsx_sock_oob_request(s, fd, p);
+		ret = rsx_sock_oob_request(s, fd, p);
 		rsx_sock_put(s);
-		return 1;
+		if (!ret)
+			return 1;
 	}
 	/*
-	 * Not accepted yet, or by another process of the family (board.h):
-	 * answered once it is, refused when it expires (rsx_oob_tick).
+	 * Not accepted yet, or by another process of the family (board.h),
+	 * or shared with one by fork() (share.h): answered once it is, or
+	 * once one process alone holds it; refused when it expires
+	 * (rsx_oob_tick).
 	 */
 	rsx_board_post(p);
 	pthread_mutex_lock(&rsx_oob_lock);

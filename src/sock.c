@@ -10,6 +10,7 @@
 #include "pool.h"
 #include "probe.h"
 #include "ready.h"
+#include "share.h"
 #include "sock.h"
 #include "stats.h"
 #include "upgrade.h"
@@ -53,6 +54,8 @@ struct rsx_sock *rsx_sock_new(int kind, int family, int role)
 	s->cut_watched = 0;
 	s->oob_ok = 0;
 	s->shared = 0;
+	s->share_slot = -1;
+	s->share_seq = 0;
 	s->inband_try = 0;
 	s->probed = 0;
 	s->board_seen = 0;
@@ -127,6 +130,7 @@ void rsx_sock_put(struct rsx_sock *s)
 	rsx_stats_conn_close(s);
 	rsx_probe_unlisten(s);
 	rsx_handoff_release(s);
+	rsx_share_drop(s);
 	rsx_pool_put(&rsx_sock_pool, s);
 }
 

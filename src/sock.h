@@ -113,6 +113,8 @@ struct rsx_sock {
 	/* out of band (oob.h), under lock unless said */
 	uint8_t oob_ok;		/* a request for it may come (server) */
 	uint8_t shared;		/* forked: another process has it too */
+	int16_t share_slot;	/* ... and how many still do (share.h) */
+	uint32_t share_seq;
 	uint8_t probed;		/* listener: the family answers its probes */
 	uint8_t inband_try;	/* rules say rdma: the first send may HELLO;
 				   2 while it waits for the probe */

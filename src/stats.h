@@ -82,7 +82,8 @@
 	X(fallback_pinned)	/* stayed TCP: RSOCKX_PIN_MAX pinned already */ \
 	X(closes_lingered)	/* non-blocking closes ended in the background */ \
 	X(fallback_no_cutover)	/* stayed TCP: the client's CUTOVER never came */ \
-	X(signals_deferred)	/* handlers held back until a socket lock went */
+	X(signals_deferred)	/* handlers held back until a socket lock went */ \
+	X(fork_alone)		/* a socket fork() shared is one process's again */
 
 enum rsx_stat {
 #define RSX_STAT_ENUM(name) RSX_STAT_##name,

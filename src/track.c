@@ -379,10 +379,10 @@ void rsx_on_fork_prepare(void)
 	rsx_sig_fork_prepare();
 }
 
-void rsx_on_fork_parent(void)
+void rsx_on_fork_parent(int failed)
 {
 	rsx_sig_fork_done();
-	rsx_fork_parent_sockets();	/* before the CM thread goes on */
+	rsx_fork_parent_sockets(failed);	/* before the CM thread goes on */
 	rsx_probe_fork_parent();
 }
 

@@ -32,7 +32,7 @@ int rsx_dup2_begin(int newfd, struct rsx_sock **prev);
 void rsx_dup2_end(int oldfd, int newfd, int ok, struct rsx_sock *prev);
 
 void rsx_on_fork_prepare(void);
-void rsx_on_fork_parent(void);
+void rsx_on_fork_parent(int failed);
 void rsx_on_fork_child(void);
 void rsx_on_exec(void);
 char **rsx_exec_env(char *const envp[], int self);

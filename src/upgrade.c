@@ -56,6 +56,7 @@
 #include "oob.h"
 #include "probe.h"
 #include "ready.h"
+#include "share.h"
 #include "sig.h"
 #include "stats.h"
 #include "upgrade.h"
@@ -795,7 +796,8 @@ static void rsx_server_answer(struct rsx_sock *s, int fd,
  */
 static void rsx_server_settle(struct rsx_sock *s)
 {
-	if (s->oob_ok && !s->shared && rsx_now_ms() < s->oob_until)
+	if (s->oob_ok && (!s->shared || s->share_slot >= 0) &&
+	    rsx_now_ms() < s->oob_until)
 		rsx_sock_set_state(s, RSX_ST_SERVER_WAIT);
 	else
 		rsx_to_tcp(s, RSX_STAT_COUNT);
@@ -2071,6 +2073,7 @@ void rsx_exit_flush(void)
 	struct rsx_sock *s;
 	int pass;
 
+	rsx_share_exit();
 	for (pass = 0; pass < 2; pass++) {
 		for (fd = 0; fd < hw; fd++) {
 			s = rsx_fd_peek(fd);
@@ -2207,9 +2210,17 @@ void rsx_fork_share_sockets(void)
 		return;
 	for (fd = 0; fd < hw; fd++) {
 		s = rsx_fd_peek(fd);
-		if (!s || s->kind != RSX_SOCK_TCP || !s->conn ||
-		    !rsx_sock_tryget(s))
+		if (!s || s->kind != RSX_SOCK_TCP || !rsx_sock_tryget(s))
 			continue;
+		if (!s->conn) {
+			rsx_sock_lock(s);
+			if (rsx_share_may(s) && rsx_share_fork(s))
+				rsx_dbg("fd %d: no share slot: it stays TCP "
+					"in parent and child", fd);
+			rsx_sock_unlock(s);
+			rsx_sock_put(s);
+			continue;
+		}
 		if (bell < 0)
 			bell = rsx_cm_bell_fd();
 		rsx_sock_lock(s);
@@ -2297,6 +2308,7 @@ void rsx_fork_child_sockets(void)
 	struct rsx_sock *s;
 
 	rsx_probe_fork_child();
+	rsx_share_fork_child();
 	rsx_handoff_fork_child();	/* after: the parent's bell stays */
 	rsx_linger_fork_child();
 	rsx_ready_fork_child();
@@ -2310,11 +2322,14 @@ void rsx_fork_child_sockets(void)
 		s->pollers = 0;
 		s->wake_users = 0;
 		s->probe_id = NULL;	/* the parent's responder */
-		/* two processes have it: counting in one proves nothing */
+		/*
+		 * Two processes have it: counting in one proves nothing,
+		 * unless the other lets go of it first (share.h).
+		 */
 		s->shared = 1;
 		free(s->oob);		/* a request of the parent's CM id */
 		s->oob = NULL;
-		if (rsx_state_counted(s->state)) {
+		if (rsx_state_counted(s->state) && !rsx_share_keeps(s)) {
 			s->conn = NULL;	/* the parent's, left alone */
 			rsx_sock_set_state(s, RSX_ST_TCP);
 		}
@@ -2331,9 +2346,11 @@ void rsx_fork_child_sockets(void)
 /*
  * The parent of a fork: its sockets are the child's too, so bytes counted
  * here no longer tell where a stream stands; those that waited for an
- * out-of-band upgrade stay TCP.  The CM thread is held (fork prepare).
+ * out-of-band upgrade stay TCP, but for accepted ones with a share slot,
+ * which count on until one process alone holds them (share.h).  The CM
+ * thread is held (fork prepare).
  */
-void rsx_fork_parent_sockets(void)
+void rsx_fork_parent_sockets(int failed)
 {
 	unsigned int fd, hw = rsx_fdtab_hiwater();
 	struct rsx_sock *s;
@@ -2343,8 +2360,14 @@ void rsx_fork_parent_sockets(void)
 		if (!s || s->kind != RSX_SOCK_TCP || !rsx_sock_tryget(s))
 			continue;
 		rsx_sock_lock(s);
+		if (failed && s->share_slot >= 0) {
+			rsx_share_unfork(s);
+			rsx_sock_unlock(s);
+			rsx_sock_put(s);
+			continue;
+		}
 		s->shared = 1;
-		if (rsx_state_counted(s->state))
+		if (rsx_state_counted(s->state) && !rsx_share_keeps(s))
 			rsx_to_tcp(s, RSX_STAT_fallback_fork);
 		rsx_sock_unlock(s);
 		rsx_sock_put(s);

@@ -40,7 +40,7 @@ int rsx_sock_exec_downgrade(struct rsx_sock *s, int fd);
 void rsx_sock_rcvlowat(int fd, int val);
 void rsx_fork_share_sockets(void);
 void rsx_fork_child_sockets(void);
-void rsx_fork_parent_sockets(void);
+void rsx_fork_parent_sockets(int failed);
 int rsx_fork_serve(void);
 void rsx_sock_forked_use(struct rsx_sock *s);
 
@@ -48,8 +48,8 @@ void rsx_sock_forked_use(struct rsx_sock *s);
 struct rsx_oob_pend;
 struct rsx_hello;
 struct sockaddr_storage;
-void rsx_sock_oob_request(struct rsx_sock *s, int fd,
-			  struct rsx_oob_pend *p);
+int rsx_sock_oob_request(struct rsx_sock *s, int fd,
+			 struct rsx_oob_pend *p);
 void rsx_sock_oob_answer(struct rsx_sock *s, int fd, struct rsx_oob_pend *p,
 			 uint64_t nonce, int why);
 int rsx_sock_oob_start(struct rsx_sock *s, int fd, int yes,

@@ -1,15 +1,21 @@
 #!/usr/bin/python3
 # A connection upgraded before fork() (tests/rdma/fork.sh).
 #
-#   fork.py server ADDR PORT echo|fork OUT
+#   fork.py server ADDR PORT echo|fork|forkfirst|forkhold OUT
 #       accepts one connection and echoes every byte until EOF, then
 #       writes "BYTES SHA256" of what it received to OUT.  "fork": after
 #       the first phase it forks; the child echoes the rest, the parent
-#       closes its copy at once and waits.
+#       closes its copy at once and waits.  "forkfirst": it forks right
+#       after accept() (a server that forks per connection): the child
+#       echoes everything, the parent closes its copy at once.
+#       "forkhold": the same, but the parent keeps its copy open, never
+#       touching it, until the child is done.
 #   fork.py client ADDR PORT BIND SCENARIO OUT
 #       three phases of echoed records on one connection, with a fork
 #       after the first:
 #         plain   no fork (the server forks)
+#         paced   no fork, a pause before every record, so that an
+#                 upgrade out of band comes while the stream goes on
 #         child   the child runs phase 2 and exits; the parent phase 3
 #         idle    the child never touches the socket; the parent runs
 #                 phases 2 and 3 meanwhile
@@ -41,10 +47,11 @@ def phase_bytes(n):
     return random.Random(n).randbytes(PHASE[n])
 
 
-def echo_phase(s, n):
+def echo_phase(s, n, pause=0):
     data = phase_bytes(n)
     for off in range(0, len(data), REC):
         rec = data[off:off + REC]
+        time.sleep(pause)
         s.sendall(rec)
         got = b""
         while len(got) < len(rec):
@@ -74,10 +81,11 @@ def fail(out, why):
 
 def client(addr, port, bind, scen, out):
     s = socket.create_connection((addr, port), source_address=(bind, 0))
-    echo_phase(s, 0)
-    if scen == "plain":
-        echo_phase(s, 1)
-        echo_phase(s, 2)
+    echo_phase(s, 0, 0.04 if scen == "paced" else 0)
+    if scen in ("plain", "paced"):
+        pause = 0.04 if scen == "paced" else 0
+        echo_phase(s, 1, pause)
+        echo_phase(s, 2, pause)
         finish(s, out)
         return 0
     parent = os.getpid()
@@ -150,7 +158,15 @@ def server(addr, port, mode, out):
     c, _ = lst.accept()
     h = hashlib.sha256()
     n = 0
-    if mode == "fork":
+    if mode in ("forkfirst", "forkhold"):
+        pid = os.fork()
+        if pid:
+            if mode == "forkfirst":
+                c.close()           # the child alone holds it now
+            _, st = os.waitpid(pid, 0)
+            c.close()
+            return 0 if st == 0 else 1
+    elif mode == "fork":
         while n < PHASE[0]:
             b = c.recv(min(65536, PHASE[0] - n))
             if not b:

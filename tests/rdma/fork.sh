@@ -16,6 +16,13 @@
 # Checked: every byte (sha256 at both ends), bytes over RDMA before the
 # fork (rsockx and rxe counters), the hand-off counted where it happens,
 # no connection lost.
+# Two more with no configuration on either end, the client pausing before
+# each record so that its out-of-band upgrade comes mid-stream:
+#   oobfork the server forks right after accept() and its parent closes
+#           its copy (fork per connection): the child, the only holder
+#           now, with every byte counted, upgrades (src/share.c)
+#   oobhold the same, but the parent keeps its copy open until the child
+#           is done: counts of one holder prove nothing, so it stays TCP
 # vm-exclusive: yes
 # vm-timeout: 300
 . "$abs_top_srcdir/tests/lib.sh"
@@ -30,11 +37,15 @@ FORKPY=$abs_top_srcdir/tests/rdma/fork.py
 export RSOCKX_PROBE_TIMEOUT_MS=10000
 printf 'rdma connect * *\n' >"$tmpdir/rdma.conf"
 
-for scen in ${RSOCKX_FORK_SCENARIOS:-child idle daemon reader srvfork}; do
+for scen in ${RSOCKX_FORK_SCENARIOS:-child idle daemon reader srvfork oobfork oobhold}; do
 	d=$tmpdir/$scen
 	mkdir -p "$d"
-	smode=echo cscen=$scen
-	[ $scen = srvfork ] && smode=fork cscen=plain
+	smode=echo cscen=$scen cconf=$tmpdir/rdma.conf
+	case $scen in
+	srvfork) smode=fork cscen=plain ;;
+	oobfork) smode=forkfirst cscen=paced cconf= ;;
+	oobhold) smode=forkhold cscen=paced cconf= ;;
+	esac
 	port=$(vm_port)
 	snap=$(rxe_snap)
 	timeout 120 env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_CONF= \
@@ -43,7 +54,7 @@ for scen in ${RSOCKX_FORK_SCENARIOS:-child idle daemon reader srvfork}; do
 	spid=$!
 	wait_listen $port || bail "$scen: server did not listen"
 	timeout 120 env LD_PRELOAD="$RSOCKX_PRELOAD" \
-		RSOCKX_CONF="$tmpdir/rdma.conf" RSOCKX_STATS_FILE="$d/cstats" \
+		RSOCKX_CONF="$cconf" RSOCKX_STATS_FILE="$d/cstats" \
 		"$PYTHON" "$FORKPY" client $HOST_B $port $HOST_A $cscen "$d/cout"
 	rc=$?
 	wait_filled "$d/cout" 1200
@@ -53,13 +64,20 @@ for scen in ${RSOCKX_FORK_SCENARIOS:-child idle daemon reader srvfork}; do
 		test $rc = 0 -a -s "$d/cout" -a "$(cut -c1-4 "$d/cout")" != FAIL
 	check "$scen: the server got exactly the client's bytes ($(cat "$d/sout") / $(cat "$d/cout"))" \
 		cmp -s "$d/sout" "$d/cout"
-	check "$scen: both ends upgraded" \
-		test "$(stat_of $d/cstats upgraded)" -ge 1 -a "$(stat_of $d/sstats upgraded)" -ge 1
-	check "$scen: bytes over RDMA both ways (client rx $(stat_of $d/cstats rdma_rx_bytes), server rx $(stat_of $d/sstats rdma_rx_bytes))" \
-		test "$(stat_of $d/cstats rdma_rx_bytes)" -ge 100000 -a \
-		     "$(stat_of $d/sstats rdma_rx_bytes)" -ge 100000
-	check "$scen: the rxe devices carried them ($(rxe_total "$snap") packets)" \
-		test "$(rxe_total "$snap")" -gt 100
+	if [ $scen = oobhold ]; then
+		check "$scen: neither end upgraded while two processes held the server's socket (upgraded $(stat_of $d/cstats upgraded)/$(stat_of $d/sstats upgraded), fork_alone $(stat_of $d/sstats fork_alone))" \
+			test "$(stat_of $d/cstats upgraded)$(stat_of $d/sstats upgraded)$(stat_of $d/sstats fork_alone)" = 000
+		check "$scen: no byte over RDMA (client rx $(stat_of $d/cstats rdma_rx_bytes), server rx $(stat_of $d/sstats rdma_rx_bytes))" \
+			test "$(stat_of $d/cstats rdma_rx_bytes)$(stat_of $d/sstats rdma_rx_bytes)" = 00
+	else
+		check "$scen: both ends upgraded" \
+			test "$(stat_of $d/cstats upgraded)" -ge 1 -a "$(stat_of $d/sstats upgraded)" -ge 1
+		check "$scen: bytes over RDMA both ways (client rx $(stat_of $d/cstats rdma_rx_bytes), server rx $(stat_of $d/sstats rdma_rx_bytes))" \
+			test "$(stat_of $d/cstats rdma_rx_bytes)" -ge 100000 -a \
+			     "$(stat_of $d/sstats rdma_rx_bytes)" -ge 100000
+		check "$scen: the rxe devices carried them ($(rxe_total "$snap") packets)" \
+			test "$(rxe_total "$snap")" -gt 100
+	fi
 	check "$scen: no connection broke or was lost (conn_errors $(stat_of $d/cstats conn_errors)/$(stat_of $d/sstats conn_errors), fork_lost $(stat_of $d/cstats fork_lost)/$(stat_of $d/sstats fork_lost))" \
 		test "$(stat_of $d/cstats conn_errors)$(stat_of $d/sstats conn_errors)$(stat_of $d/cstats fork_lost)$(stat_of $d/sstats fork_lost)" = 0000
 	cf=$(stat_of $d/cstats fork_downgraded) sf=$(stat_of $d/sstats fork_downgraded)
@@ -76,6 +94,11 @@ for scen in ${RSOCKX_FORK_SCENARIOS:-child idle daemon reader srvfork}; do
 		# phases 2 and 3 are 450 kB, after the fork: on the ring too
 		check "$scen: the parent stayed on RDMA after the fork (client rdma_tx_bytes $(stat_of $d/cstats rdma_tx_bytes))" \
 			test "$(stat_of $d/cstats rdma_tx_bytes)" -ge 600000 ;;
+	oobfork)
+		check "$scen: the server's child upgraded out of band, alone with the socket after its parent's close (fork_alone $(stat_of $d/sstats fork_alone), midstream_upgrades $(stat_of $d/sstats midstream_upgrades)/$(stat_of $d/cstats midstream_upgrades))" \
+			test "$(stat_of $d/sstats fork_alone)" -ge 1 -a \
+			     "$(stat_of $d/sstats midstream_upgrades)" -ge 1 -a \
+			     "$(stat_of $d/cstats midstream_upgrades)" -ge 1 ;;
 	srvfork)
 		check "$scen: the server's parent went back to TCP at its close, the child took it over (fork_downgraded $sf, fork_handoffs $sh)" \
 			test "$sf" = 1 -a "$sh" = 1

@@ -110,19 +110,28 @@ fi
 # echo's end, not the default 0.5 s.  Without fork, socat closes its
 # listening socket as soon as it has accepted, before the probe arrives
 # (today's probe then says no): the answer for a connection must not
-# depend on its listener still being there.
+# depend on its listener still being there.  socat_echo LABEL fork: the
+# server forks per connection (socat's fork option): its parent closes the
+# accepted socket and listens on, the child echoes, and it is the child,
+# alone with the socket then (src/share.c), that upgrades.
 socat_echo() {
-	local l=$1 port rc
+	local l=$1 fork=${2:+,fork} port rc
 	port=$(vm_port)
 	rm -f "$tmpdir/$l.client" "$tmpdir/$l.out"
 	head -c 2097152 /dev/urandom >"$tmpdir/$l.in"
-	app_srv "$l" socat -t 30 TCP-LISTEN:"$port",bind=$HOST_B,reuseaddr PIPE
+	app_srv "$l" socat -t 30 TCP-LISTEN:"$port",bind=$HOST_B,reuseaddr$fork PIPE
 	app_wait "$port" || { app_stop KILL; app_fail "$l"; return 1; }
 	pace "$tmpdir/$l.in" 32768 30 |
 		APP_CLI_ERR=$tmpdir/$l.err app_cli "$l.echo" socat -t 30 - TCP:$HOST_B:"$port",bind=$HOST_A
 	rc=$?
 	cat "$tmpdir/$l.err" >>"$tmpdir/$l.client" 2>/dev/null
-	reap "$APP_SPID" 30 || rc=1
+	if [ -n "$fork" ]; then
+		# the child has ended with the echo; the parent listens on
+		wait_filled "$tmpdir/$l.sstats" 100
+		app_stop TERM
+	else
+		reap "$APP_SPID" 30 || rc=1
+	fi
 	[ $rc = 0 ] && cmp "$tmpdir/$l.in" "$tmpdir/$l.echo.client" || app_fail "$l"
 }
 
@@ -131,6 +140,12 @@ if command -v socat >/dev/null; then
 	timed "socat: 2 MiB echoed back intact" socat_echo socat
 	mid socat sc 524288
 	rdma_crossed "socat: rxe0 and rxe1 both sent and received" "$s" 100
+	s=$(rxe_snap)
+	timed "socat fork: 2 MiB echoed back intact" socat_echo socatfork fork
+	mid socatfork sc 524288
+	check "socatfork: the child that served it was alone with the socket (fork_alone $(stat_of "$tmpdir/socatfork.sstats" fork_alone))" \
+		test "$(stat_of "$tmpdir/socatfork.sstats" fork_alone)" -ge 1
+	rdma_crossed "socatfork: rxe0 and rxe1 both sent and received" "$s" 100
 else
 	skip "socat not installed"
 fi
