@@ -11,11 +11,24 @@
 #include "stats.h"
 
 /*
- * What upgrade.c (negotiation in band, the data path) and midstream.c (the
- * out-of-band switch) share.  Everything under s->lock.
+ * What the engine's socket side shares: upgrade.c (the state machine and
+ * the data path), wait.c (waiting), inband.c (the in-band negotiation),
+ * midstream.c (the out-of-band switch), close.c (shutdown, close, exit)
+ * and forkexec.c (fork and exec).  Everything under s->lock.
  */
 struct rsx_conn;
 struct rsx_hello;
+
+/*
+ * The descriptor of s's TCP socket for a call under way: the one it came
+ * in with, or, once the program closed that while the call slept, the
+ * private duplicate it goes on with (rsx_sock_orphan()).  Read under
+ * s->lock, again each time a call takes the lock back.
+ */
+static inline int rsx_sfd(const struct rsx_sock *s, int fd)
+{
+	return unlikely(s->orphan_fd >= 0) ? s->orphan_fd : fd;
+}
 
 /* Do s's TCP bytes count towards an out-of-band cut-over? */
 static inline int rsx_counts(const struct rsx_sock *s)
@@ -52,15 +65,48 @@ ssize_t rsx_tcp_io(int fd, const struct iovec *iov, int iovcnt, size_t skip,
 		   size_t len, int flags, int send);
 uint64_t rsx_sum_iov(uint64_t h, const struct iovec *iov, int iovcnt,
 		     size_t skip, size_t n);
-void rsx_kick(struct rsx_conn *c);
-int rsx_sleep(struct rsx_sock *s, int fd, short events, const sigset_t *mask,
-	      const struct rsx_sig_seen *seen);
 void rsx_to_tcp(struct rsx_sock *s, enum rsx_stat reason);
 int rsx_local_addr(int fd, struct sockaddr_storage *ss);
 void rsx_ready_upgraded(struct rsx_sock *s);
+void rsx_peer_closed(struct rsx_sock *s);
+int rsx_resend(struct rsx_sock *s, int fd);
+void rsx_progress(struct rsx_sock *s, int fd);
+int rsx_down_settle(struct rsx_sock *s, int fd);
+int rsx_peer_gone(const struct rsx_conn *c);
+int rsx_wait_conn(struct rsx_sock *s, int fd, int want_tcp);
+ssize_t rsx_tcp_send_now(struct rsx_sock *s, int fd, const struct iovec *iov,
+			 int iovcnt, size_t sent, size_t len, int flags);
+ssize_t rsx_up_send(struct rsx_sock *s, int fd, const struct iovec *iov,
+		    int iovcnt, size_t len, int flags, int nonblock,
+		    size_t sent);
+
+/* wait.c */
+void rsx_call_begin(int opt);
+void rsx_call_until(int64_t until);
+int64_t rsx_linger_end(void);
+void rsx_kick(struct rsx_conn *c);
+int rsx_sleep(struct rsx_sock *s, int fd, short events, const sigset_t *mask,
+	      const struct rsx_sig_seen *seen);
+void rsx_wait_in(struct rsx_sock *s, int fd, int ms);
+
+/* inband.c */
 int rsx_client_start(struct rsx_sock *s, int fd, int nonblock);
+int rsx_client_answer(struct rsx_sock *s, int fd);
 int rsx_server_conn(struct rsx_sock *s, int fd, const struct rsx_hello *hello,
 		    enum rsx_stat *stat);
+int rsx_peek_msg(struct rsx_sock *s, int fd, struct rsx_hello *h);
+void rsx_consume_msg(int fd);
+ssize_t rsx_hello_send(struct rsx_sock *s, int fd, const struct iovec *iov,
+		       int iovcnt, size_t len, int flags, int nonblock);
+int rsx_negotiate(struct rsx_sock *s, int fd, int reading, int nonblock);
+
+/* close.c */
+int rsx_finish(struct rsx_sock *s, int fd, int64_t deadline);
+int rsx_client_hello_settle(struct rsx_sock *s, int fd, int64_t deadline);
+
+/* forkexec.c */
+int rsx_downgrade(struct rsx_sock *s, int fd, int exec);
+int rsx_forked_use(struct rsx_sock *s);
 
 /* midstream.c */
 int rsx_wake_fd(struct rsx_sock *s);

@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Upgraded connections across exec() and fork() (upgrade-int.h): the
+ * DOWNGRADE that takes one back to TCP, before an exec and for a fork
+ * child that uses its parent's connection (handoff.h), and what a fork
+ * does to the sockets of parent and child (share.h).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "config.h"
+#include "conn.h"
+#include "fdtab.h"
+#include "handoff.h"
+#include "linger.h"
+#include "libc.h"
+#include "log.h"
+#include "probe.h"
+#include "ready.h"
+#include "share.h"
+#include "upgrade.h"
+#include "upgrade-int.h"
+
+/*
+ * Before our DOWNGRADE: every ring byte the peer wrote is ours to lose, so
+ * none may be left when the peer went back to TCP first (it will not send
+ * them again).  Our own bytes it had not read go now.
+ */
+static int rsx_exec_peer_down(struct rsx_sock *s, int fd)
+{
+	struct rsx_conn *c = s->conn;
+
+	if (rsx_conn_readable(c))
+		return -EPIPE;
+	rsx_finish(s, fd, rsx_linger_end());
+	if (!s->conn || s->conn->tx_resend != s->conn->tx_head)
+		return -ETIMEDOUT;
+	return 0;
+}
+
+/*
+ * Under s->lock: our last message on the QP (DOWNGRADE, conn.h) hands the
+ * data path back to TCP: the peer reads its ring up to our last byte and
+ * TCP after it, and sends again over TCP whatever of its ring bytes our
+ * application had not read.  When this cannot be done, the connection is
+ * shut down: both ends see it end, never a stream with a hole.  exec: the
+ * process is about to execute another program (see below).  Returns 0
+ * (TCP now) or -errno (shut down).
+ */
+int rsx_downgrade(struct rsx_sock *s, int fd, int exec)
+{
+	int64_t deadline = rsx_linger_end();
+	struct rsx_conn *c;
+	int ret = 0;
+
+	rsx_call_until(deadline);
+	if (s->state == RSX_ST_CLIENT_HELLO && s->conn) {
+		ret = rsx_client_hello_settle(s, fd, rsx_linger_end());
+		goto out;
+	}
+	c = s->conn;
+	if (s->state != RSX_ST_UPGRADED || !c->qp_ready) {
+		ret = s->state == RSX_ST_UPGRADED ? -EIO : 0;
+		goto out;
+	}
+	rsx_conn_poll(c);
+	if (c->peer_down) {
+		ret = rsx_exec_peer_down(s, fd);
+		goto out;
+	}
+	while ((ret = rsx_conn_downgrade(c)) == -EAGAIN &&
+	       rsx_now_ms() < deadline) {
+		/* a message credit; or another thread took it to TCP */
+		if (rsx_wait_conn(s, fd, 0) == -ERESTART) {
+			ret = 0;
+			goto out;
+		}
+	}
+	if (!ret)
+		ret = rsx_conn_wait_sent(c, c->down_wr, rsx_config.linger_ms);
+	/* the peer may have gone back to TCP at the same moment */
+	if (!ret && rsx_conn_poll(c) >= 0 && c->peer_down)
+		ret = rsx_exec_peer_down(s, fd);
+	if (!ret && s->wr_shut)
+		rsx_libc.shutdown(fd, SHUT_WR);	/* our FIN, as TCP's */
+	if (!ret)
+		rsx_stat_inc(exec ? RSX_STAT_exec_downgraded :
+			     RSX_STAT_fork_downgraded);
+out:
+	c = s->conn;
+	if (ret && c) {
+		rsx_warn("fd %d: could not take the connection back to TCP "
+			 "for %s (%s): shut down", fd,
+			 exec ? "exec" : "a fork child", strerror(-ret));
+		rsx_libc.shutdown(fd, SHUT_RDWR);
+		rsx_stat_inc(exec ? RSX_STAT_exec_lost : RSX_STAT_fork_lost);
+	}
+	rsx_handoff_done(s, !ret);
+	/* a thread asleep on it frees it, and goes on over TCP (rsx_sleep) */
+	if (c)
+		rsx_to_tcp(s, RSX_STAT_COUNT);
+	return ret;
+}
+
+/*
+ * The process is about to execve() another program, which inherits fd: it
+ * cannot use our RDMA resources, but it can use TCP (rsx_downgrade).
+ * Should the exec fail, this process goes on with plain TCP just the same.
+ */
+int rsx_sock_exec_downgrade(struct rsx_sock *s, int fd)
+{
+	int ret, tries;
+
+	for (tries = 0; rsx_sock_trylock(s); tries++) {
+		if (tries == 100) {
+			/* held by a thread the exec is about to end */
+			rsx_warn("fd %d: busy at exec: shut down", fd);
+			rsx_libc.shutdown(fd, SHUT_RDWR);
+			rsx_stat_inc(RSX_STAT_exec_lost);
+			return -EBUSY;
+		}
+		usleep(1000);
+	}
+	ret = rsx_downgrade(s, fd, 1);
+	rsx_sock_unlock(s);
+	return ret;
+}
+
+/*
+ * fork() (handoff.h).  Right before it: the upgraded sockets, which the
+ * child will hold too, get a slot where it can ask for them.
+ */
+void rsx_fork_share_sockets(void)
+{
+	unsigned int fd, hw = rsx_fdtab_hiwater();
+	struct rsx_sock *s;
+	int bell = -1;
+
+	/* an upgraded socket is in the engine's hands: none, nothing to do */
+	if (!atomic_load_explicit(&rsx_engine_socks, memory_order_relaxed))
+		return;
+	for (fd = 0; fd < hw; fd++) {
+		s = rsx_fd_peek(fd);
+		if (!s || s->kind != RSX_SOCK_TCP || !rsx_sock_tryget(s))
+			continue;
+		if (!s->conn) {
+			rsx_sock_lock(s);
+			if (rsx_share_may(s) && rsx_share_fork(s))
+				rsx_dbg("fd %d: no share slot: it stays TCP "
+					"in parent and child", fd);
+			rsx_sock_unlock(s);
+			rsx_sock_put(s);
+			continue;
+		}
+		if (bell < 0)
+			bell = rsx_cm_bell_fd();
+		rsx_sock_lock(s);
+		if (bell >= 0 && s->state == RSX_ST_UPGRADED && s->conn &&
+		    rsx_handoff_share(s, fd, bell))
+			rsx_info("fd %d: no hand-off slot: a fork child that "
+				 "uses it gets EIO", fd);
+		rsx_sock_unlock(s);
+		rsx_sock_put(s);
+	}
+}
+
+/*
+ * Under s->lock, for the CM thread: s goes back to TCP for a fork child
+ * that asked.  One that is still cutting over, or whose peer downgraded
+ * first and whose ring is not read yet, waits for the next round.
+ */
+static void rsx_fork_serve_one(struct rsx_sock *s, int fd)
+{
+	struct rsx_conn *c = s->conn;
+
+	if (!rsx_handoff_live(s) || fd < 0)
+		return;
+	if (s->state == RSX_ST_UPGRADED && c->peer_down) {
+		rsx_progress(s, fd);	/* settles once read */
+		rsx_down_settle(s, fd);
+		return;
+	}
+	if (s->state != RSX_ST_UPGRADED || c->qp_ready)
+		rsx_downgrade(s, fd, 0);
+}
+
+/*
+ * The CM thread: the sockets that a fork child asked for.  Returns 1 when
+ * one was busy (its lock held): soon again.
+ */
+int rsx_fork_serve(void)
+{
+	int slot = 0, fd = -1, busy = 0;
+	struct rsx_sock *s;
+
+	while ((s = rsx_handoff_next(&slot, &fd))) {
+		if (rsx_sock_trylock(s)) {
+			busy = 1;
+		} else {
+			rsx_fork_serve_one(s, fd);
+			rsx_sock_unlock(s);
+		}
+		rsx_sock_put(s);
+	}
+	return busy;
+}
+
+/*
+ * A fork child uses s, which its parent holds on a QP: the parent takes it
+ * back to TCP first.  Under s->lock.  0: plain TCP now; -EIO: not usable.
+ */
+int rsx_forked_use(struct rsx_sock *s)
+{
+	int ret = rsx_handoff_ask(s, rsx_config.linger_ms + 1000);
+
+	if (ret)
+		return ret;
+	rsx_sock_set_state(s, RSX_ST_TCP);
+	rsx_stat_inc(RSX_STAT_fork_handoffs);
+	return 0;
+}
+
+/* poll, select, epoll_ctl and shutdown of a fork child. */
+void rsx_sock_forked_use(struct rsx_sock *s)
+{
+	if (s->state == RSX_ST_FORKED)
+		rsx_forked_use(s);
+}
+
+/*
+ * In a fork child the parent's RDMA resources cannot be used.  An upgraded
+ * (or half-negotiated) connection stays the parent's; the child gets EIO on
+ * it rather than a stream with holes.  Locks held by other parent threads
+ * at fork time are re-initialised.
+ */
+void rsx_fork_child_sockets(void)
+{
+	unsigned int fd, hw = rsx_fdtab_hiwater();
+	struct rsx_sock *s;
+
+	rsx_probe_fork_child();
+	rsx_share_fork_child();
+	rsx_handoff_fork_child();	/* after: the parent's bell stays */
+	rsx_linger_fork_child();
+	rsx_ready_fork_child();
+	rsx_conn_fork_child();
+	for (fd = 0; fd < hw; fd++) {
+		s = rsx_fd_peek(fd);
+		if (!s || s->kind != RSX_SOCK_TCP)
+			continue;
+		pthread_mutex_init(&s->lock, NULL);
+		s->spinners = 0;	/* threads of the parent's */
+		s->pollers = 0;
+		s->wake_users = 0;
+		s->probe_id = NULL;	/* the parent's responder */
+		/*
+		 * Two processes have it: counting in one proves nothing,
+		 * unless the other lets go of it first (share.h).
+		 */
+		s->shared = 1;
+		free(s->oob);		/* a request of the parent's CM id */
+		s->oob = NULL;
+		if (rsx_state_counted(s->state) && !rsx_share_keeps(s)) {
+			s->conn = NULL;	/* the parent's, left alone */
+			rsx_sock_set_state(s, RSX_ST_TCP);
+		}
+		/* the parent's stand-in (the watcher table is reset) */
+		rsx_ready_off(s, 0);
+		if (!s->conn)
+			continue;
+		s->conn = NULL;	/* the child's copy is left alone */
+		rsx_sock_set_state(s, RSX_ST_FORKED);
+		rsx_stat_inc(RSX_STAT_fallback_fork);
+	}
+}
+
+/*
+ * The parent of a fork: its sockets are the child's too, so bytes counted
+ * here no longer tell where a stream stands; those that waited for an
+ * out-of-band upgrade stay TCP, but for accepted ones with a share slot,
+ * which count on until one process alone holds them (share.h).  The CM
+ * thread is held (fork prepare).
+ */
+void rsx_fork_parent_sockets(int failed)
+{
+	unsigned int fd, hw = rsx_fdtab_hiwater();
+	struct rsx_sock *s;
+
+	for (fd = 0; fd < hw; fd++) {
+		s = rsx_fd_peek(fd);
+		if (!s || s->kind != RSX_SOCK_TCP || !rsx_sock_tryget(s))
+			continue;
+		rsx_sock_lock(s);
+		if (failed && s->share_slot >= 0) {
+			rsx_share_unfork(s);
+			rsx_sock_unlock(s);
+			rsx_sock_put(s);
+			continue;
+		}
+		s->shared = 1;
+		if (rsx_state_counted(s->state) && !rsx_share_keeps(s))
+			rsx_to_tcp(s, RSX_STAT_fallback_fork);
+		rsx_sock_unlock(s);
+		rsx_sock_put(s);
+	}
+}
