@@ -116,6 +116,19 @@ void rsx_share_moved(struct rsx_sock *s)
 }
 
 /*
+ * Under s->lock: this process stops counting s (it goes to plain TCP), so
+ * bytes it may move from now on are nobody's to count: no holder's count
+ * holds any more.
+ */
+void rsx_share_taint(struct rsx_sock *s)
+{
+	struct rsx_share_slot *sl = rsx_share_slot(s);
+
+	if (sl)
+		atomic_store(&sl->mover, -1);
+}
+
+/*
  * Under s->lock: is this process the only holder of s, its counts the
  * stream's?  Then s is its own again (1).  The holders only grow by a
  * fork of a holder, and the last other one dropped out after its last

@@ -25,7 +25,8 @@
  *   add one) -> FREE (the last holder's close or exit, or the one left
  *   alone, which takes the socket back)
  * mover: 0 none yet, the pid of the one process that moved bytes while it
- * was not alone, or -1 (more than one: nobody's count holds).
+ * was not alone, or -1 (more than one, or a holder that stopped counting
+ * and went to plain TCP: nobody's count holds).
  * A holder that ends without close() or exit() (killed, or exec'd: the new
  * program knows no slot) never drops out, so the others stay TCP.
  */
@@ -34,6 +35,7 @@
 int rsx_share_fork(struct rsx_sock *s);
 void rsx_share_unfork(struct rsx_sock *s);
 void rsx_share_moved(struct rsx_sock *s);
+void rsx_share_taint(struct rsx_sock *s);
 int rsx_share_alone(struct rsx_sock *s);
 void rsx_share_drop(struct rsx_sock *s);
 void rsx_share_fork_child(void);

@@ -54,6 +54,7 @@
 #include "log.h"
 #include "oob.h"
 #include "ready.h"
+#include "share.h"
 #include "upgrade.h"
 #include "upgrade-int.h"
 
@@ -138,6 +139,8 @@ void rsx_to_tcp(struct rsx_sock *s, enum rsx_stat reason)
 	struct rsx_conn *c = s->conn;
 
 	rsx_handoff_done(s, 0);	/* unless a downgrade said TCP before */
+	if (unlikely(s->share_slot >= 0))
+		rsx_share_taint(s);	/* its bytes are not counted now */
 	rsx_ready_off(s, 1);
 	s->conn = NULL;
 	if (unlikely(s->oob)) {

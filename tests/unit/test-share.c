@@ -3,8 +3,8 @@
  * Accepted sockets that fork() shared (src/share.c), with real forks:
  * the process left alone with a socket gets it back only when nobody else
  * moved a byte of it while holding it too; a holder that never lets go
- * (killed, or an exec) keeps the others from it; a failed fork undoes its
- * share; slots run out cleanly.
+ * (killed, or an exec) or that stopped counting keeps the others from it;
+ * a failed fork undoes its share; slots run out cleanly.
  */
 #include <errno.h>
 #include <string.h>
@@ -130,6 +130,19 @@ int main(void)
 	close(pipefd[1]);
 	is_int(child_status(pid), 0,
 	       "after both moved bytes, the one left is not given it back");
+
+	/* a holder that stopped counting (plain TCP after its window) */
+	sock_init(&s);
+	pid = share_fork(&s);
+	if (pid == 0) {
+		rsx_share_taint(&s);
+		rsx_share_drop(&s);
+		_exit(0);
+	}
+	child_status(pid);
+	ok(!rsx_share_alone(&s) && s.shared,
+	   "a parent whose child went to plain TCP stays shared");
+	rsx_share_drop(&s);
 
 	/* a holder that never lets go (killed, exec'd) */
 	sock_init(&s);
