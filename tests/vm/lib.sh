@@ -289,14 +289,20 @@ reap() {
 # pingpong_pair LABEL CLIENT_DEV: ibv_rc_pingpong, server on B ($DEV_B),
 # client on CLIENT_DEV, 100 iterations; output kept in $tmpdir/LABEL.*.
 pingpong_pair() {
-	local label=$1 cdev=$2 port spid rc=0
-	port=$(vm_port)
-	ibv_rc_pingpong -d $DEV_B -g $GID_INDEX -p "$port" -n 100 >"$tmpdir/$label.server" 2>&1 &
-	spid=$!
-	wait_listen "$port"
-	ibv_rc_pingpong -d "$cdev" -g $GID_INDEX -p "$port" -n 100 "$HOST_B" \
-		>"$tmpdir/$label.client" 2>&1 || rc=1
-	reap $spid || rc=1
+	local label=$1 cdev=$2 port spid rc try
+	# A port taken meanwhile (CI: "Couldn't listen to port") is the test
+	# bed's luck, not the device's: another port, up to three times.
+	for try in 1 2 3; do
+		rc=0
+		port=$(vm_port)
+		ibv_rc_pingpong -d $DEV_B -g $GID_INDEX -p "$port" -n 100 >"$tmpdir/$label.server" 2>&1 &
+		spid=$!
+		wait_listen "$port"
+		ibv_rc_pingpong -d "$cdev" -g $GID_INDEX -p "$port" -n 100 "$HOST_B" \
+			>"$tmpdir/$label.client" 2>&1 || rc=1
+		reap $spid || rc=1
+		grep -q "Couldn't listen" "$tmpdir/$label.server" || break
+	done
 	sed "s/^/  $label: /" "$tmpdir/$label.server" "$tmpdir/$label.client" >&2
 	[ $rc = 0 ] && grep -q '100 iters' "$tmpdir/$label.server" &&
 		grep -q '100 iters' "$tmpdir/$label.client"
