@@ -69,6 +69,8 @@ void *rsx_vfork_prepare(void);
 void *rsx_vfork_prepare(void)
 {
 	rsx_trace_call("vfork", -1);
+	if (!rsx_guarded())
+		rsx_on_vfork();
 	rsx_guard_vfork_begin();
 	return (void *)RSX_REAL(vfork);
 }

@@ -160,7 +160,7 @@ struct rsx_oob_pend *rsx_board_take(const struct rsx_sock *s)
 		if (!rsx_oob_names(s, copy.peer_addr, copy.peer_port,
 				   copy.local_port))
 			continue;
-		p = calloc(1, sizeof(*p));
+		p = rsx_oob_pend_new();
 		if (!p)
 			return NULL;
 		/* a copy torn by a repost fails here: its word moved on */

@@ -75,6 +75,7 @@ struct rsx_config {
 	int inband;		/* RSOCKX_INBAND: HELLO on TCP when known safe */
 	int oob_window_ms;	/* RSOCKX_OOB_WINDOW_MS: accepted, may upgrade */
 	int oob_timeout_ms;	/* RSOCKX_OOB_TIMEOUT_MS: a request's answer */
+	int local;		/* RSOCKX_LOCAL: same-host over shared memory */
 	uint32_t test_qp_err_after; /* RSOCKX_TEST_QP_ERR_AFTER: test hook */
 	int test_probe_yes;	/* RSOCKX_TEST_PROBE_YES: test hook */
 	int cut_wait_ms;	/* RSX_CUT_WAIT_MS, or RSOCKX_TEST_CUT_WAIT_MS */

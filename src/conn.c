@@ -25,6 +25,7 @@
 #include "guard.h"
 #include "libc.h"
 #include "log.h"
+#include "shm.h"
 #include "sig.h"
 #include "stats.h"
 
@@ -56,17 +57,6 @@ static uint32_t rsx_rand24(void)
 	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
 		v = (uint32_t)time(NULL) ^ (uint32_t)getpid() * 2654435761u;
 	return v & 0xffffff;
-}
-
-/*
- * Moves one of our descriptors up among rsockx's own, out of the numbers a
- * program expects, and protects it from the program's close().
- */
-static int rsx_fd_hide(int fd)
-{
-	fd = rsx_fd_move_high(fd);
-	rsx_fd_set_private(fd, NULL);
-	return fd;
 }
 
 static void rsx_chan_hide(struct ibv_comp_channel *chan)
@@ -161,7 +151,7 @@ int rsx_conn_port_down(struct ibv_context *ctx, int port)
 		if (c->dev->ctx != ctx || (port && c->dev->port != port))
 			continue;
 		if (rsx_ibv.modify_qp(c->qp, &qa, IBV_QP_STATE))
-			rsx_info("QP %u to ERR failed", c->qp->qp_num);
+			rsx_info("QP %u to ERR failed", rsx_conn_id(c));
 		else
 			n++;
 	}
@@ -195,6 +185,31 @@ static int rsx_post_recvs(struct rsx_conn *c, uint32_t n)
 	return 0;
 }
 
+/*
+ * What every connection has, whatever its transport: the kick, the
+ * random start of its sequence and its nonce.
+ */
+struct rsx_conn *rsx_conn_alloc(uint32_t ring_size)
+{
+	struct rsx_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->ring_size = ring_size;
+	c->shm_evfd = c->shm_peer_evfd = c->shm_memfd = -1;
+	c->kick_fd = rsx_fd_hide(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+	if (c->kick_fd < 0) {
+		free(c);
+		return NULL;
+	}
+	c->rx_tcp_limit = -1;
+	c->psn = rsx_rand24();
+	if (getrandom(&c->nonce, sizeof(c->nonce), GRND_NONBLOCK) !=
+	    sizeof(c->nonce))
+		c->nonce = ((uint64_t)rsx_rand24() << 40) ^ (uint64_t)c;
+	return c;
+}
+
 int rsx_conn_create(struct rsx_dev *dev, uint32_t ring_size,
 		    struct rsx_conn **out)
 {
@@ -203,27 +218,16 @@ int rsx_conn_create(struct rsx_dev *dev, uint32_t ring_size,
 	struct rsx_conn *c;
 	int ret = -ENOMEM;
 
-	c = calloc(1, sizeof(*c));
+	c = rsx_conn_alloc(ring_size);
 	if (!c)
 		return -ENOMEM;
 	ret = rsx_qp_slot_take(c);
 	if (ret) {
+		rsx_fd_private_close(c->kick_fd);
 		free(c);
 		return ret;
 	}
 	c->dev = dev;
-	c->ring_size = ring_size;
-	c->kick_fd = rsx_fd_hide(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-	if (c->kick_fd < 0) {
-		rsx_qp_slot_give(c);
-		free(c);
-		return -EMFILE;
-	}
-	c->rx_tcp_limit = -1;
-	c->psn = rsx_rand24();
-	if (getrandom(&c->nonce, sizeof(c->nonce), GRND_NONBLOCK) !=
-	    sizeof(c->nonce))
-		c->nonce = ((uint64_t)rsx_rand24() << 40) ^ (uint64_t)c;
 
 	rsx_guard_enter();
 	ret = rsx_mempool_alloc(dev->ring_pool, ring_size + RSX_CTRL_SIZE,
@@ -297,7 +301,7 @@ int rsx_conn_create(struct rsx_dev *dev, uint32_t ring_size,
 	ret = rsx_ibv.modify_qp(c->qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
 				IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 	if (ret) {
-		rsx_info("QP %u RESET->INIT failed: %s", c->qp->qp_num,
+		rsx_info("QP %u RESET->INIT failed: %s", rsx_conn_id(c),
 			 strerror(ret));
 		ret = -ret;
 		goto err;
@@ -324,6 +328,10 @@ err:
 /* Tears everything down; the peer's rkey for our ring dies with ring_mr. */
 void rsx_conn_destroy(struct rsx_conn *c)
 {
+	if (c->shm) {
+		rsx_shm_destroy(c);
+		return;
+	}
 	rsx_live_del(c);
 	rsx_guard_enter();
 	if (c->qp) {
@@ -360,7 +368,11 @@ void rsx_conn_hello(struct rsx_conn *c, int type, struct rsx_hello *h)
 	h->type = type;
 	h->version = RSX_WIRE_VERSION;
 	h->nonce = c->nonce;
-	h->qpn = c->qp->qp_num;
+	if (c->shm) {
+		rsx_shm_hello(c, h);
+		return;
+	}
+	h->qpn = rsx_conn_id(c);
 	h->psn = c->psn;
 	memcpy(h->gid, c->dev->gid.raw, 16);
 	h->mtu = c->dev->mtu;
@@ -386,7 +398,7 @@ static void rsx_qp_log_state(struct rsx_conn *c, const char *what, int ret)
 
 	if (rsx_ibv.query_qp(c->qp, &a, IBV_QP_STATE, &ia))
 		a.qp_state = -1;
-	rsx_info("QP %u: %s failed (%s); QP is in %s", c->qp->qp_num, what,
+	rsx_info("QP %u: %s failed (%s); QP is in %s", rsx_conn_id(c), what,
 		 strerror(ret), rsx_qp_state_str(a.qp_state));
 }
 
@@ -398,6 +410,8 @@ int rsx_conn_connect(struct rsx_conn *c, const struct rsx_hello *peer)
 	struct ibv_qp_attr qa;
 	int ret, mtu;
 
+	if (c->shm)
+		return rsx_shm_connect(c, peer);
 	/*
 	 * The staging mirror is as large as the peer's ring, and pinned: a
 	 * peer must not make us pin what it likes (at most four times our
@@ -406,7 +420,7 @@ int rsx_conn_connect(struct rsx_conn *c, const struct rsx_hello *peer)
 	if (peer->ring_size > 4 * c->ring_size &&
 	    peer->ring_size > RSX_PEER_RING_FREE) {
 		rsx_info("QP %u: peer's ring of %u bytes is too large",
-			 c->qp->qp_num, peer->ring_size);
+			 rsx_conn_id(c), peer->ring_size);
 		return -ENOBUFS;
 	}
 	c->peer = *peer;
@@ -425,7 +439,7 @@ int rsx_conn_connect(struct rsx_conn *c, const struct rsx_hello *peer)
 	if (!c->stage_mr) {
 		ret = errno ? errno : ENOMEM;
 		rsx_info("QP %u: reg_mr of the staging buffer failed: %s",
-			 c->qp->qp_num, strerror(ret));
+			 rsx_conn_id(c), strerror(ret));
 		goto err;
 	}
 
@@ -470,7 +484,7 @@ int rsx_conn_connect(struct rsx_conn *c, const struct rsx_hello *peer)
 	c->qp_ready = 1;
 	if (rsx_config.wrap_handlers)
 		rsx_sig_wrap_all();	/* the spins count handlers from now on */
-	rsx_dbg("QP %u -> %u RTS, mtu %d, ring %u/%u", c->qp->qp_num,
+	rsx_dbg("QP %u -> %u RTS, mtu %d, ring %u/%u", rsx_conn_id(c),
 		peer->qpn, 128 << mtu, c->ring_size, peer->ring_size);
 	return 0;
 
@@ -496,7 +510,7 @@ static int rsx_post_wr(struct rsx_conn *c, struct ibv_send_wr *wr,
 	ret = ibv_post_send(c->qp, wr, &bad);
 	if (ret) {
 		c->sq_posted--;
-		rsx_info("QP %u: post_send failed: %s", c->qp->qp_num,
+		rsx_info("QP %u: post_send failed: %s", rsx_conn_id(c),
 			 strerror(ret));
 		return -ret;
 	}
@@ -515,6 +529,13 @@ static int rsx_post(struct rsx_conn *c, uint64_t roff, const void *src,
 	struct ibv_sge sge;
 	int ret;
 
+	if (c->shm) {
+		/* the bytes are in the peer's memory already (stage, ctrl_out) */
+		c->sq_done = ++c->sq_posted;
+		c->tx_msgs++;
+		rsx_shm_put(c, imm);
+		return 0;
+	}
 	memset(&wr, 0, sizeof(wr));
 	sge.addr = (uintptr_t)src;
 	sge.length = len;
@@ -533,6 +554,11 @@ static int rsx_post(struct rsx_conn *c, uint64_t roff, const void *src,
 	if (!ret)
 		c->tx_msgs++;
 	return ret;
+}
+
+static uint32_t rsx_stage_lkey(const struct rsx_conn *c)
+{
+	return c->stage_mr ? c->stage_mr->lkey : 0;
 }
 
 static int rsx_sq_full(const struct rsx_conn *c)
@@ -579,7 +605,7 @@ static int rsx_post_ctrl(struct rsx_conn *c, int type)
 		break;
 	}
 	return rsx_post(c, c->peer.ring_size + off,
-			(uint8_t *)c->ctrl_out + off, len, c->stage_mr->lkey,
+			(uint8_t *)c->ctrl_out + off, len, rsx_stage_lkey(c),
 			RSX_IMM(type, 0),
 			type == RSX_IMM_FIN || type == RSX_IMM_DOWN);
 }
@@ -592,7 +618,7 @@ int rsx_conn_cutover(struct rsx_conn *c)
 
 	if (!ret) {
 		c->tx_ring = 1;
-		rsx_dbg("QP %u: cutover after %llu TCP bytes", c->qp->qp_num,
+		rsx_dbg("QP %u: cutover after %llu TCP bytes", rsx_conn_id(c),
 			(unsigned long long)c->tx_tcp);
 	}
 	return ret;
@@ -610,6 +636,10 @@ static int rsx_repost(struct rsx_conn *c)
 
 	if (!c->rq_repost || c->err || c->peer_down)
 		return 0;
+	if (c->shm) {
+		c->rq_repost = 0;	/* a queue entry is free once read */
+		return 0;
+	}
 	ret = rsx_post_recvs(c, c->rq_repost);
 	if (ret) {
 		rsx_conn_fail(c, ret, "post_recv failed");
@@ -621,7 +651,7 @@ static int rsx_repost(struct rsx_conn *c)
 
 static void rsx_maybe_credit(struct rsx_conn *c)
 {
-	if (!c->qp_ready || !c->stage_mr || c->peer_down || c->down_sent)
+	if (!c->qp_ready || !c->stage || c->peer_down || c->down_sent)
 		return;
 	if (c->rx_tail - c->credit_bytes_sent < c->ring_size / 4 &&
 	    c->rx_msgs - c->credit_msgs_sent < RSX_CREDIT_MSGS)
@@ -639,11 +669,11 @@ void rsx_conn_fail(struct rsx_conn *c, int err, const char *why)
 		/* the deadline's ping: TCP carries on (rsx_cut_abandoned) */
 		if (c->cut_ping && !c->peer_cutover && !c->tx_ring) {
 			rsx_info("QP %u: the client's QP does not answer: %s",
-				 c->qp->qp_num, why);
+				 rsx_conn_id(c), why);
 			return;
 		}
 		rsx_stat_inc(RSX_STAT_conn_errors);
-		rsx_info("QP %u: connection broken: %s", c->qp->qp_num, why);
+		rsx_info("QP %u: connection broken: %s", rsx_conn_id(c), why);
 	}
 }
 
@@ -662,7 +692,8 @@ static void rsx_handle_recv(struct rsx_conn *c, uint32_t imm)
 			return;
 		}
 		c->rx_head += val;
-		rsx_stat_add(RSX_STAT_rdma_rx_bytes, val);
+		rsx_stat_add(c->shm ? RSX_STAT_shm_rx_bytes :
+			     RSX_STAT_rdma_rx_bytes, val);
 		break;
 	case RSX_IMM_CREDIT:
 		cb = c->ctrl->credit_bytes;
@@ -705,7 +736,7 @@ static void rsx_handle_recv(struct rsx_conn *c, uint32_t imm)
 		c->tx_resend = cb;
 		c->tx_ring = 0;
 		rsx_info("QP %u: the peer goes back to TCP (exec); %llu of "
-			 "our bytes come again over TCP", c->qp->qp_num,
+			 "our bytes come again over TCP", rsx_conn_id(c),
 			 (unsigned long long)(c->tx_head - cb));
 		break;
 	default:
@@ -721,8 +752,18 @@ int rsx_conn_poll(struct rsx_conn *c)
 {
 	struct ibv_wc wc[RSX_POLL_BATCH];
 	int n, i, total = 0;
+	uint32_t imm;
 
-	for (;;) {
+	while (c->shm && !c->err && !c->peer_down &&
+	       (n = rsx_shm_next(c, &imm)) != 0) {
+		if (n < 0) {
+			rsx_conn_fail(c, n, "message queue overrun");
+			break;
+		}
+		rsx_handle_recv(c, imm);
+		total++;
+	}
+	for (; !c->shm;) {
 		n = ibv_poll_cq(c->cq, RSX_POLL_BATCH, wc);
 		if (n <= 0)
 			break;
@@ -739,7 +780,7 @@ int rsx_conn_poll(struct rsx_conn *c)
 				/* a flushed request after the first error */
 				if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
 					rsx_info("QP %u: completion error: %s",
-						 c->qp->qp_num,
+						 rsx_conn_id(c),
 						 rsx_ibv.wc_status_str(
 							wc[i].status));
 				rsx_conn_fail(c, -ECONNRESET,
@@ -830,13 +871,15 @@ static void rsx_test_qp_err(struct rsx_conn *c, uint32_t chunk)
 	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_ERR };
 	uint64_t mark = rsx_config.test_qp_err_after;
 
+	if (c->shm)
+		return;
 	if (c->tx_head < mark || c->tx_head - chunk >= mark)
 		return;
 	rsx_guard_enter();
 	if (rsx_ibv.modify_qp(c->qp, &qa, IBV_QP_STATE))
-		rsx_warn("test: QP %u to ERR failed", c->qp->qp_num);
+		rsx_warn("test: QP %u to ERR failed", rsx_conn_id(c));
 	rsx_guard_leave();
-	rsx_info("test: QP %u moved to ERR after %llu bytes", c->qp->qp_num,
+	rsx_info("test: QP %u moved to ERR after %llu bytes", rsx_conn_id(c),
 		 (unsigned long long)c->tx_head);
 }
 
@@ -868,16 +911,19 @@ ssize_t rsx_conn_write(struct rsx_conn *c, const struct iovec *iov,
 			chunk = max;
 		rsx_iov_copy(iov, iovcnt, skip + done, c->stage + off, chunk, 0);
 		ret = rsx_post(c, off, c->stage + off, chunk,
-			       c->stage_mr->lkey, RSX_IMM(RSX_IMM_DATA, chunk),
+			       rsx_stage_lkey(c), RSX_IMM(RSX_IMM_DATA, chunk),
 			       0);
 		if (ret)
 			return done ? (ssize_t)done : ret;
 		c->tx_head += chunk;
 		done += chunk;
-		rsx_stat_add(RSX_STAT_rdma_tx_bytes, chunk);
+		rsx_stat_add(c->shm ? RSX_STAT_shm_tx_bytes :
+			     RSX_STAT_rdma_tx_bytes, chunk);
 		if (unlikely(rsx_config.test_qp_err_after))
 			rsx_test_qp_err(c, chunk);
 	}
+	if (c->shm && done)
+		rsx_shm_sent(c);
 	return done;
 }
 
@@ -934,19 +980,26 @@ int rsx_conn_ping(struct rsx_conn *c)
 
 	if (c->err || rsx_sq_full(c))
 		return c->err ? c->err : -EAGAIN;
+	if (c->shm) {
+		/* no transport to ask: is the peer's process still there? */
+		c->sq_done = ++c->sq_posted;
+		if (!rsx_shm_alive(c))
+			rsx_conn_fail(c, -ECONNRESET, "the peer's process is gone");
+		return 0;
+	}
 	memset(&wr, 0, sizeof(wr));
 	wr.opcode = IBV_WR_RDMA_WRITE;
 	wr.send_flags = IBV_SEND_SIGNALED;
 	ret = rsx_post_wr(c, &wr, 0);
 	if (!ret)
-		rsx_dbg("QP %u: ping", c->qp->qp_num);
+		rsx_dbg("QP %u: ping", rsx_conn_id(c));
 	return ret;
 }
 
 /* Asks for a completion event; 0 if none can be missed by sleeping now. */
 int rsx_conn_arm(struct rsx_conn *c)
 {
-	int ret = -ibv_req_notify_cq(c->cq, 0);
+	int ret = c->shm ? rsx_shm_arm(c) : -ibv_req_notify_cq(c->cq, 0);
 
 	c->armed = !ret;
 	return ret;
@@ -958,6 +1011,10 @@ void rsx_conn_event(struct rsx_conn *c)
 	struct ibv_cq *cq;
 	void *ctx;
 
+	if (c->shm) {
+		rsx_shm_event(c);
+		return;
+	}
 	rsx_guard_enter();
 	if (!rsx_ibv.get_cq_event(c->chan, &cq, &ctx)) {
 		rsx_ibv.ack_cq_events(cq, 1);
@@ -968,6 +1025,8 @@ void rsx_conn_event(struct rsx_conn *c)
 
 int rsx_conn_chan_fd(const struct rsx_conn *c)
 {
+	if (c->shm)
+		return c->shm_evfd;
 	return c->chan->fd;
 }
 
@@ -996,7 +1055,7 @@ int rsx_conn_downgrade(struct rsx_conn *c)
  */
 int rsx_conn_wait_sent(struct rsx_conn *c, uint64_t wr, int timeout_ms)
 {
-	struct pollfd pfd = { .fd = c->chan->fd, .events = POLLIN };
+	struct pollfd pfd = { .fd = rsx_conn_chan_fd(c), .events = POLLIN };
 	int ret, waited = 0;
 
 	while (c->sq_done < wr && !c->err) {

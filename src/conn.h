@@ -172,8 +172,26 @@ struct rsx_conn {
 	/* the process's list of connections, for rsx_conn_port_down() */
 	struct rsx_conn *live_next, **live_pprev;
 	uint8_t qp_held;	/* counted against RSOCKX_MAX_QPS */
+
+	/* the shared-memory transport instead of a QP (shm.h) */
+	uint8_t shm;
+	int shm_evfd;		/* ours, which the peer signals: the channel */
+	int shm_peer_evfd;	/* the peer's */
+	int shm_memfd;		/* the memory, until it is mapped and sent */
+	int shm_peer_pid;	/* rsx_shm_alive() */
+	void *shm_map;
+	size_t shm_map_len;
+	struct rsx_shm_q *shm_rxq;	/* written by the peer */
+	struct rsx_shm_q *shm_txq;	/* the peer's, which we write */
 };
 
+/* For logs: the QP's number; 0 for a shared-memory connection. */
+static inline uint32_t rsx_conn_id(const struct rsx_conn *c)
+{
+	return c->qp ? c->qp->qp_num : 0;
+}
+
+struct rsx_conn *rsx_conn_alloc(uint32_t ring_size);
 int rsx_conn_create(struct rsx_dev *dev, uint32_t ring_size,
 		    struct rsx_conn **out);
 void rsx_conn_destroy(struct rsx_conn *c);

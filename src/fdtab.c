@@ -228,6 +228,14 @@ int rsx_fd_move_high(int fd)
 	return hi;
 }
 
+/* One of ours from now on: up among rsockx's own, and private. */
+int rsx_fd_hide(int fd)
+{
+	fd = rsx_fd_move_high(fd);
+	rsx_fd_set_private(fd, NULL);
+	return fd;
+}
+
 void rsx_fd_set_private(int fd, int *owner)
 {
 	int i;

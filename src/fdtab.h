@@ -60,5 +60,6 @@ void rsx_fd_private_drop(int fd);
 void rsx_fd_private_close(int fd);
 int rsx_fd_private_next(int from);
 int rsx_fd_move_high(int fd);
+int rsx_fd_hide(int fd);
 
 #endif

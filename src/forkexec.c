@@ -130,6 +130,40 @@ int rsx_sock_exec_downgrade(struct rsx_sock *s, int fd)
 }
 
 /*
+ * A new program inherits fd, upgraded: the connection goes back to TCP
+ * first, which it can use.  Here (self), or in the parent of a spawned
+ * child, which goes on over TCP too: two processes hold it now.  A fork
+ * child's socket of its parent's is handed over (rsx_forked_use).  One
+ * that may still be upgraded stays TCP in a spawning parent, as in a
+ * forking one.  Returns 1 when s was upgraded.
+ */
+int rsx_sock_exec_inherit(struct rsx_sock *s, int fd, int self)
+{
+	if (s->state == RSX_ST_UPGRADED || s->state == RSX_ST_CLIENT_HELLO) {
+		rsx_sock_exec_downgrade(s, fd);	/* TCP now */
+		return 1;
+	}
+	if (!self && rsx_state_counted(s->state)) {
+		/* bytes counted here no longer tell where the stream is */
+		rsx_sock_lock(s);
+		if (rsx_state_counted(s->state))
+			rsx_to_tcp(s, RSX_STAT_fallback_fork);
+		rsx_sock_unlock(s);
+		return 0;
+	}
+	if (s->state != RSX_ST_FORKED)
+		return 0;
+	rsx_sock_lock(s);
+	if (s->state == RSX_ST_FORKED && (!self || rsx_forked_use(s))) {
+		rsx_warn("fd %d: upgraded connection passed to a new program, "
+			 "which cannot use it", fd);
+		rsx_stat_inc(RSX_STAT_exec_lost);
+	}
+	rsx_sock_unlock(s);
+	return 1;
+}
+
+/*
  * fork() (handoff.h).  Right before it: the upgraded sockets, which the
  * child will hold too, get a slot where it can ask for them.
  */
@@ -254,6 +288,7 @@ void rsx_fork_child_sockets(void)
 		pthread_mutex_init(&s->lock, NULL);
 		s->spinners = 0;	/* threads of the parent's */
 		s->pollers = 0;
+		s->cm_knock = 0;	/* the parent's CM thread */
 		s->wake_users = 0;
 		s->probe_id = NULL;	/* the parent's responder */
 		/*

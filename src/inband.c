@@ -16,6 +16,7 @@
 #include "libc.h"
 #include "log.h"
 #include "ready.h"
+#include "shm.h"
 #include "upgrade-int.h"
 
 /* Writes a whole negotiation message; only the first byte may say EAGAIN. */
@@ -206,7 +207,7 @@ int rsx_client_answer(struct rsx_sock *s, int fd)
 		return 0;
 	}
 	rsx_stat_inc(RSX_STAT_upgraded);
-	rsx_info("fd %d: upgraded (client), QP %u", fd, c->qp->qp_num);
+	rsx_info("fd %d: upgraded (client), QP %u", fd, rsx_conn_id(c));
 	rsx_sock_set_state(s, RSX_ST_UPGRADED);
 	rsx_ready_upgraded(s);
 	/*
@@ -239,7 +240,7 @@ static int rsx_server_nak(int fd, uint64_t nonce, int reason)
  * reason with *stat the fallback counter to count.
  */
 int rsx_server_conn(struct rsx_sock *s, int fd, const struct rsx_hello *hello,
-		    enum rsx_stat *stat)
+		    int shm, enum rsx_stat *stat)
 {
 	struct sockaddr_storage ss;
 	struct rsx_dev *dev;
@@ -259,11 +260,15 @@ int rsx_server_conn(struct rsx_sock *s, int fd, const struct rsx_hello *hello,
 		*stat = RSX_STAT_fallback_rules;
 		return RSX_NAK_RULES;
 	}
-	if (rsx_dev_find((struct sockaddr *)&ss, &dev)) {
+	if (shm) {
+		/* same host (local.h): shared memory instead of a QP */
+		ret = rsx_shm_create(rsx_config.ring_size, &s->conn);
+	} else if (rsx_dev_find((struct sockaddr *)&ss, &dev)) {
 		*stat = RSX_STAT_fallback_nodev;
 		return RSX_NAK_NODEV;
+	} else {
+		ret = rsx_conn_create(dev, rsx_config.ring_size, &s->conn);
 	}
-	ret = rsx_conn_create(dev, rsx_config.ring_size, &s->conn);
 	if (ret) {
 		*stat = rsx_fallback_of(ret);
 		return RSX_NAK_RESOURCES;
@@ -292,7 +297,7 @@ static void rsx_server_answer(struct rsx_sock *s, int fd,
 	struct rsx_hello h;
 	int reason;
 
-	reason = rsx_server_conn(s, fd, hello, &stat);
+	reason = rsx_server_conn(s, fd, hello, 0, &stat);
 	if (reason) {
 		rsx_to_tcp(s, stat);
 		rsx_server_nak(fd, hello->nonce, reason);
@@ -306,7 +311,7 @@ static void rsx_server_answer(struct rsx_sock *s, int fd,
 	}
 	rsx_stat_inc(RSX_STAT_ack_sent);
 	rsx_stat_inc(RSX_STAT_upgraded);
-	rsx_info("fd %d: upgraded (server), QP %u", fd, s->conn->qp->qp_num);
+	rsx_info("fd %d: upgraded (server), QP %u", fd, rsx_conn_id(s->conn));
 	rsx_sock_set_state(s, RSX_ST_UPGRADED);
 	rsx_ready_upgraded(s);
 	/* a reader asleep on TCP alone: the client's bytes may come by ring */

@@ -114,6 +114,7 @@ static void rsx_init_tunables(void)
 	c->inband = 1;
 	c->oob_window_ms = 3000;
 	c->oob_timeout_ms = 3000;
+	c->local = 0;
 	rsx_env_num("RSOCKX_RING_SIZE", RSX_RING_MIN, RSX_RING_MAX, 1,
 		    &c->ring_size, sizeof(c->ring_size));
 	rsx_env_num("RSOCKX_SPIN_US", 0, 1000000, 0, &c->spin_us,
@@ -140,6 +141,7 @@ static void rsx_init_tunables(void)
 		    sizeof(int));
 	rsx_env_num("RSOCKX_OOB_TIMEOUT_MS", 100, 600000, 0,
 		    &c->oob_timeout_ms, sizeof(int));
+	rsx_env_num("RSOCKX_LOCAL", 0, 1, 0, &c->local, sizeof(int));
 	rsx_env_num("RSOCKX_MAX_QPS", 0, UINT32_MAX, 0, &c->max_qps,
 		    sizeof(uint32_t));
 	/*

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -20,11 +21,13 @@
 #include "dev.h"
 #include "fdtab.h"
 #include "libc.h"
+#include "local.h"
 #include "log.h"
 #include "oob.h"
 #include "probe.h"
 #include "ready.h"
 #include "share.h"
+#include "shm.h"
 #include "stats.h"
 #include "upgrade.h"
 #include "upgrade-int.h"
@@ -108,6 +111,17 @@ static int rsx_inband_try(struct rsx_sock *s)
 	return 1;
 }
 
+/* The CM thread knocked: it takes the lock (a few ms at most) before us. */
+static void rsx_counted_yield(struct rsx_sock *s)
+{
+	int i;
+
+	rsx_sock_unlock(s);
+	for (i = 0; i < 1000 && atomic_load(&s->cm_knock); i++)
+		sched_yield();
+	rsx_sock_lock(s);
+}
+
 /*
  * A connection that may move to a QP at any moment (oob.h): the bytes it
  * moves on TCP are counted, so every one of them passes here, under
@@ -133,6 +147,9 @@ ssize_t rsx_counted_io(struct rsx_sock *s, int fd, const struct iovec *iov,
 	if (send && s->inband_try == 1 && rsx_inband_try(s))
 		return -ERESTART;
 	for (;;) {
+		if (unlikely(atomic_load_explicit(&s->cm_knock,
+						  memory_order_relaxed)))
+			rsx_counted_yield(s);
 		if (!rsx_counts(s))
 			return -ERESTART;
 		if (s->state == RSX_ST_SERVER_WAIT &&
@@ -199,7 +216,7 @@ static void rsx_server_oob(struct rsx_sock *s, int fd, struct rsx_oob_pend *p)
 		reason = RSX_NAK_STATE;
 		goto nak;
 	}
-	reason = rsx_server_conn(s, fd, &p->h, &stat);
+	reason = rsx_server_conn(s, fd, &p->h, p->ufd >= 0, &stat);
 	if (reason) {
 		rsx_to_tcp(s, stat);
 		rsx_wake_sleepers(s);
@@ -207,12 +224,20 @@ static void rsx_server_oob(struct rsx_sock *s, int fd, struct rsx_oob_pend *p)
 	}
 	rsx_oob_counts(s, s->conn);
 	rsx_conn_hello(s->conn, RSX_MSG_ACK, &h);
-	rsx_oob_send(p, &h);
+	if (p->ufd < 0) {
+		rsx_oob_send(p, &h);
+	} else if (rsx_local_send(p, &h, s->conn, fd)) {
+		rsx_to_tcp(s, RSX_STAT_fallback_oob);	/* the client is gone */
+		rsx_wake_sleepers(s);
+		return;
+	}
+	if (s->conn->shm)
+		rsx_stat_inc(RSX_STAT_shm_upgrades);
 	rsx_stat_inc(RSX_STAT_upgraded);
 	rsx_stat_inc(RSX_STAT_midstream_upgrades);
 	rsx_info("fd %d: upgraded out of band (server) after %llu bytes out, "
 		 "%llu in, QP %u", fd, (unsigned long long)s->tcp_tx,
-		 (unsigned long long)s->tcp_rx, s->conn->qp->qp_num);
+		 (unsigned long long)s->tcp_rx, rsx_conn_id(s->conn));
 	rsx_sock_set_state(s, RSX_ST_UPGRADED);
 	rsx_ready_upgraded(s);
 	rsx_wake_sleepers(s);
@@ -257,19 +282,21 @@ static void rsx_client_oob(struct rsx_sock *s, int fd, struct rsx_oob_pend *p,
 		goto tcp;
 	rsx_stat_inc(RSX_STAT_upgraded);
 	rsx_stat_inc(RSX_STAT_midstream_upgrades);
+	if (c->shm)
+		rsx_stat_inc(RSX_STAT_shm_upgrades);
 	rsx_info("fd %d: upgraded out of band (client) after %llu bytes out, "
 		 "%llu in, QP %u", fd, (unsigned long long)s->tcp_tx,
-		 (unsigned long long)s->tcp_rx, c->qp->qp_num);
+		 (unsigned long long)s->tcp_rx, rsx_conn_id(c));
 	rsx_sock_set_state(s, RSX_ST_UPGRADED);
 	rsx_ready_upgraded(s);
 	rsx_wake_sleepers(s);
-	free(p);
+	rsx_oob_pend_free(p);
 	return;
 
 tcp:
 	rsx_to_tcp(s, stat);
 	rsx_wake_sleepers(s);
-	free(p);
+	rsx_oob_pend_free(p);
 }
 
 /*
@@ -292,7 +319,7 @@ static void rsx_oob_take(struct rsx_sock *s, int fd, struct rsx_oob_pend *p)
 			if (ret) {
 				rsx_to_tcp(s, rsx_fallback_of(ret));
 				rsx_wake_sleepers(s);
-				free(p);
+				rsx_oob_pend_free(p);
 				return;
 			}
 		}
@@ -337,7 +364,7 @@ void rsx_board_check(struct rsx_sock *s, int fd)
  */
 int rsx_sock_oob_request(struct rsx_sock *s, int fd, struct rsx_oob_pend *p)
 {
-	rsx_sock_lock(s);
+	rsx_sock_lock_cm(s);
 	if (s->share_slot >= 0 && rsx_sock_shared(s)) {
 		rsx_sock_unlock(s);
 		return -EBUSY;
@@ -354,12 +381,15 @@ int rsx_sock_oob_request(struct rsx_sock *s, int fd, struct rsx_oob_pend *p)
 void rsx_sock_oob_answer(struct rsx_sock *s, int fd, struct rsx_oob_pend *p,
 			 uint64_t nonce, int why)
 {
-	rsx_sock_lock(s);
+	rsx_sock_lock_cm(s);
 	if (s->state != RSX_ST_CLIENT_OOB || !s->conn ||
 	    s->conn->nonce != nonce || s->oob)
-		free(p);
+		rsx_oob_pend_free(p);
 	else if (!p)
 		rsx_client_oob(s, fd, NULL, why);
+	else if (p->type == RSX_MSG_ACK && s->conn->shm &&
+		 rsx_local_give(s->conn, p))
+		rsx_client_oob(s, fd, NULL, RSX_STAT_fallback_oob);
 	else
 		rsx_oob_take(s, fd, p);
 	rsx_sock_unlock(s);
@@ -380,7 +410,7 @@ int rsx_sock_oob_start(struct rsx_sock *s, int fd, int yes,
 	uint8_t addr[16];
 	int ret = -EAGAIN;
 
-	rsx_sock_lock(s);
+	rsx_sock_lock_cm(s);
 	if (s->state != RSX_ST_CLIENT_WAIT || s->inband_try == 2)
 		goto out;
 	if (s->wr_shut || s->rd_shut || s->shared ||
@@ -402,12 +432,16 @@ int rsx_sock_oob_start(struct rsx_sock *s, int fd, int yes,
 		goto out;
 	}
 	*port = ntohs(*port);
-	if (rsx_dev_find((struct sockaddr *)src, &dev)) {
+	if (s->local) {
+		/* same host (local.h): shared memory instead of a QP */
+		ret = rsx_shm_create(rsx_config.ring_size, &s->conn);
+	} else if (rsx_dev_find((struct sockaddr *)src, &dev)) {
 		rsx_to_tcp(s, RSX_STAT_fallback_nodev);
 		ret = -ENODEV;
 		goto out;
+	} else {
+		ret = rsx_conn_create(dev, rsx_config.ring_size, &s->conn);
 	}
-	ret = rsx_conn_create(dev, rsx_config.ring_size, &s->conn);
 	if (ret) {
 		rsx_to_tcp(s, rsx_fallback_of(ret));
 		goto out;

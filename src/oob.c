@@ -19,6 +19,7 @@
 #include "fdtab.h"
 #include "guard.h"
 #include "libc.h"
+#include "local.h"
 #include "log.h"
 #include "oob.h"
 #include "probe.h"
@@ -86,9 +87,26 @@ struct rsx_oob_pend *rsx_oob_pend_new(void)
 {
 	struct rsx_oob_pend *p = calloc(1, sizeof(*p));
 
-	if (p)
+	if (p) {
 		p->slot = -1;
+		p->ufd = p->fds[0] = p->fds[1] = p->fds[2] = -1;
+	}
 	return p;
+}
+
+/* A request or answer no one took: its descriptors (local.h) go with it. */
+void rsx_oob_pend_free(struct rsx_oob_pend *p)
+{
+	int i;
+
+	if (!p)
+		return;
+	for (i = 0; i < 3; i++)
+		if (p->fds[i] >= 0)
+			rsx_fd_private_close(p->fds[i]);
+	if (p->ufd >= 0)
+		rsx_fd_private_close(p->ufd);
+	free(p);
 }
 
 /* p's answer (in p->answer) for the CM thread to send. */
@@ -107,6 +125,10 @@ static void rsx_oob_queue(struct rsx_oob_pend *p)
  */
 void rsx_oob_send(struct rsx_oob_pend *p, const struct rsx_hello *h)
 {
+	if (p->ufd >= 0) {
+		rsx_local_send(p, h, NULL, -1);
+		return;
+	}
 	rsx_wire_encode(h, p->answer);
 	rsx_stat_inc(h->type == RSX_MSG_ACK ? RSX_STAT_oob_answered :
 		     RSX_STAT_oob_refused);
@@ -175,9 +197,8 @@ int rsx_oob_cm_request(void *idp, const void *priv, uint8_t len)
 	struct rdma_cm_id *id = idp;
 	struct rsx_oob_pend *p;
 	uint8_t local[16];
-	struct rsx_sock *s;
 	uint16_t port;
-	int ret, fd;
+	int ret;
 
 	if (!priv || len < RSX_OOB_REQ_LEN ||
 	    memcmp(priv, rsx_oob_magic, RSX_OOB_MAGIC_LEN))
@@ -207,16 +228,30 @@ int rsx_oob_cm_request(void *idp, const void *priv, uint8_t len)
 		return 1;
 	}
 	p->peer_port = htons(port);
+	rsx_oob_route(p);
+	return 1;
+}
+
+/*
+ * Request p, its addresses known, goes to the socket it names: now, or
+ * once it is accepted, or (RDMA CM only: its descriptors cannot travel)
+ * taken by the process of the family that holds it.
+ */
+void rsx_oob_route(struct rsx_oob_pend *p)
+{
+	struct rsx_sock *s;
+	int ret, fd;
+
 	if (!rsx_config.oob) {
 		rsx_oob_nak(p, RSX_NAK_STATE);
-		return 1;
+		return;
 	}
 	s = rsx_oob_find(p, &fd);
 	if (s) {
 		ret = rsx_sock_oob_request(s, fd, p);
 		rsx_sock_put(s);
 		if (!ret)
-			return 1;
+			return;
 	}
 	/*
 	 * Not accepted yet, or by another process of the family (board.h),
@@ -224,13 +259,13 @@ int rsx_oob_cm_request(void *idp, const void *priv, uint8_t len)
 	 * once one process alone holds it; refused when it expires
 	 * (rsx_oob_tick).
 	 */
-	rsx_board_post(p);
+	if (p->ufd < 0)
+		rsx_board_post(p);
 	pthread_mutex_lock(&rsx_oob_lock);
 	p->next = rsx_oob_unaccepted;
 	rsx_oob_unaccepted = p;
 	atomic_fetch_add(&rsx_oob_nunaccepted, 1);
 	pthread_mutex_unlock(&rsx_oob_lock);
-	return 1;
 }
 
 /*
@@ -245,7 +280,8 @@ void rsx_oob_accepted(struct rsx_sock *s, int fd, struct rsx_sock *l)
 	socklen_t len = sizeof(ss);
 	uint8_t local[16];
 
-	if (!(l->probe_id || (l->probed && rsx_board_have())) ||
+	if (!(l->probe_id || l->local_listen ||
+	      (l->probed && rsx_board_have())) ||
 	    !rsx_config.valid || !rsx_config.oob)
 		return;
 	if (rsx_libc.getpeername(fd, (struct sockaddr *)&ss, &len) ||
@@ -279,10 +315,10 @@ void rsx_oob_accepted(struct rsx_sock *s, int fd, struct rsx_sock *l)
 /* An answer no socket will apply: a request held is refused. */
 void rsx_oob_drop(struct rsx_oob_pend *p)
 {
-	if (p && (p->id || p->slot >= 0))
+	if (p && (p->id || p->slot >= 0 || p->ufd >= 0))
 		rsx_oob_nak(p, RSX_NAK_STATE);
 	else
-		free(p);
+		rsx_oob_pend_free(p);
 }
 
 /* The socket goes: an answer it held is dropped, its wake-up closed. */
@@ -310,16 +346,26 @@ static void rsx_oob_req_free(struct rsx_oob_req *r)
 static void rsx_oob_deliver(struct rsx_oob_req *r, struct rsx_oob_pend *p,
 			    int why)
 {
-	struct rsx_sock *s = rsx_fd_get(r->fd);
+	if (p)		/* an ACK or NAK of ours: the server runs rsockx */
+		rsx_probe_learn((struct sockaddr *)&r->dst, sizeof(r->dst));
+	rsx_oob_answered(r->fd, r->s, r->gen, r->nonce, p, why);
+}
+
+/*
+ * The answer to the request that socket asker (fd, generation gen) made
+ * goes to it, if fd is still that socket; a local answer too (local.c).
+ */
+void rsx_oob_answered(int fd, const struct rsx_sock *asker, uint32_t gen,
+		      uint64_t nonce, struct rsx_oob_pend *p, int why)
+{
+	struct rsx_sock *s = rsx_fd_get(fd);
 
 	rsx_stat_inc(p && p->type == RSX_MSG_ACK ? RSX_STAT_oob_acked :
 		     RSX_STAT_oob_naked);
-	if (p)		/* an ACK or NAK of ours: the server runs rsockx */
-		rsx_probe_learn((struct sockaddr *)&r->dst, sizeof(r->dst));
-	if (s && s == r->s && s->gen == r->gen)
-		rsx_sock_oob_answer(s, r->fd, p, r->nonce, why);
+	if (s && s == asker && s->gen == gen)
+		rsx_sock_oob_answer(s, fd, p, nonce, why);
 	else
-		free(p);
+		rsx_oob_pend_free(p);
 	if (s)
 		rsx_sock_put(s);
 }
@@ -504,7 +550,10 @@ static int rsx_oob_waiting(void)
 		 * where the rules say rdma, a yes first puts a HELLO at the
 		 * head of a stream that is still empty.
 		 */
-		if (rsx_fd_peek(fd) == s && !rsx_sock_oob_dst(s, &dst)) {
+		if (rsx_fd_peek(fd) == s && s->local) {
+			asked += rsx_local_ask(s, fd);
+		} else if (rsx_fd_peek(fd) == s &&
+			   !rsx_sock_oob_dst(s, &dst)) {
 			answer = rsx_probe_lookup((struct sockaddr *)&dst,
 						  sizeof(dst));
 			if (!s->inband_try || answer != RSX_PROBE_UNKNOWN)
@@ -603,7 +652,7 @@ void rsx_oob_fork_child(void)
 	}
 	while ((p = rsx_oob_unaccepted)) {
 		rsx_oob_unaccepted = p->next;
-		free(p);
+		rsx_oob_pend_free(p);
 	}
 	atomic_store(&rsx_oob_nunaccepted, 0);
 }

@@ -45,6 +45,10 @@ struct rsx_oob_pend {
 	int slot;		/* on the family's board (board.h), or -1 */
 	uint32_t seq;
 	uint8_t answer[RSX_WIRE_LEN];
+	/* same host (local.h): the Unix socket, the descriptors, the peer */
+	int ufd;		/* the request's connection, or -1 */
+	int fds[3];		/* an ACK's: memfd, server's and client's eventfd */
+	int pid;
 };
 
 /* The CM thread (probe.c). */
@@ -57,6 +61,10 @@ void rsx_oob_rescan(void);
 /* Any thread. */
 void rsx_oob_accepted(struct rsx_sock *s, int fd, struct rsx_sock *l);
 struct rsx_oob_pend *rsx_oob_pend_new(void);
+void rsx_oob_pend_free(struct rsx_oob_pend *p);
+void rsx_oob_route(struct rsx_oob_pend *p);
+void rsx_oob_answered(int fd, const struct rsx_sock *asker, uint32_t gen,
+		      uint64_t nonce, struct rsx_oob_pend *p, int why);
 void rsx_oob_send(struct rsx_oob_pend *p, const struct rsx_hello *h);
 void rsx_oob_drop(struct rsx_oob_pend *p);
 void rsx_oob_sock_free(struct rsx_sock *s);

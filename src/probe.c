@@ -18,6 +18,7 @@
 #include "fdtab.h"
 #include "handoff.h"
 #include "linger.h"
+#include "local.h"
 #include "log.h"
 #include "oob.h"
 #include "probe.h"
@@ -299,9 +300,10 @@ static void rsx_probe_expire(void)
 
 static void *rsx_cm_thread(void *arg)
 {
-	struct pollfd pfd[2] = {
-		{ .fd = rsx_cm_chan->fd, .events = POLLIN },
+	struct pollfd pfd[3] = {
+		{ .fd = rsx_cm_chan ? rsx_cm_chan->fd : -1, .events = POLLIN },
 		{ .fd = rsx_cm_bell, .events = POLLIN },
+		{ .fd = rsx_local_epfd(), .events = POLLIN },
 	};
 	struct rdma_cm_event *ev;
 	struct rdma_cm_id *done;
@@ -311,8 +313,8 @@ static void *rsx_cm_thread(void *arg)
 	(void)arg;
 	rsx_guard_enter();	/* all its calls go straight to libc */
 	for (;;) {
-		pfd[0].revents = pfd[1].revents = 0;
-		rsx_libc.poll(pfd, 2, more ? 0 : 100);
+		pfd[0].revents = pfd[1].revents = pfd[2].revents = 0;
+		rsx_libc.poll(pfd, 3, more ? 0 : 100);
 		if (pfd[1].revents)
 			while (rsx_libc.read(rsx_cm_bell, &v, sizeof(v)) > 0)
 				;
@@ -326,6 +328,9 @@ static void *rsx_cm_thread(void *arg)
 				rsx_rdma.destroy_id(rsx_orphan_done);
 			rsx_orphan_done = NULL;
 		}
+		if (pfd[2].revents)
+			rsx_local_serve();
+		rsx_local_tick(rsx_now_ms());
 		rsx_probe_expire();
 		rsx_orphans_expire();
 		more = rsx_oob_tick();
@@ -342,7 +347,8 @@ int rsx_cm_bell_fd(void)
 	int bell;
 
 	pthread_mutex_lock(&rsx_probe_lock);
-	bell = rsx_cm_start() ? -1 : rsx_cm_bell;
+	rsx_cm_start();
+	bell = rsx_cm_state > 0 ? rsx_cm_bell : -1;
 	pthread_mutex_unlock(&rsx_probe_lock);
 	return bell;
 }
@@ -362,24 +368,27 @@ struct rdma_event_channel *rsx_cm_channel(void)
 }
 
 /*
- * The CM event channel and its thread, once per process; only where an RDMA
- * CM device exists, so a host without RDMA loads nothing.
+ * The CM event channel and its thread, once per process.  The channel
+ * only where an RDMA CM device exists, so a host without RDMA loads
+ * nothing; the thread there too where same-host connections may move to
+ * shared memory (local.h).  Returns 0 when the CM channel is there.
  */
 int rsx_cm_start(void)
 {
 	int ret, fd;
 
 	if (rsx_cm_state)
-		return rsx_cm_state > 0 ? 0 : -ENODEV;
+		return rsx_cm_state > 0 && rsx_cm_chan ? 0 : -ENODEV;
 	rsx_cm_state = -1;
-	if (access("/dev/infiniband/rdma_cm", R_OK | W_OK))
-		return -ENODEV;
-	if (rsx_verbs_load())
-		return -ENODEV;
-	rsx_guard_enter();
-	rsx_cm_chan = rsx_rdma.create_event_channel();
-	rsx_guard_leave();
-	if (!rsx_cm_chan)
+	if (!access("/dev/infiniband/rdma_cm", R_OK | W_OK) &&
+	    !rsx_verbs_load()) {
+		rsx_guard_enter();
+		rsx_cm_chan = rsx_rdma.create_event_channel();
+		rsx_guard_leave();
+	}
+	if (rsx_config.local && rsx_local_start())
+		rsx_config.local = 0;
+	if (!rsx_cm_chan && !rsx_config.local)
 		return -ENODEV;
 	fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (fd >= 0) {
@@ -393,12 +402,25 @@ int rsx_cm_start(void)
 			rsx_libc.close(rsx_cm_bell);
 			rsx_cm_bell = -1;
 		}
-		rsx_rdma.destroy_event_channel(rsx_cm_chan);
+		if (rsx_cm_chan)
+			rsx_rdma.destroy_event_channel(rsx_cm_chan);
 		rsx_cm_chan = NULL;
 		return ret;
 	}
 	rsx_cm_state = 1;
-	return 0;
+	return rsx_cm_chan ? 0 : -ENODEV;
+}
+
+/* The CM thread runs (for the CM, or for same-host requests alone). */
+int rsx_cm_running(void)
+{
+	int on;
+
+	pthread_mutex_lock(&rsx_probe_lock);
+	rsx_cm_start();
+	on = rsx_cm_state > 0;
+	pthread_mutex_unlock(&rsx_probe_lock);
+	return on;
 }
 
 static struct rsx_probe *rsx_probe_slot(const uint8_t *addr, uint16_t port,
@@ -643,6 +665,7 @@ void rsx_probe_fork_child(void)
 	}
 	rsx_cm_bell = -1;
 	rsx_oob_fork_child();
+	rsx_local_fork_child();
 	for (i = 0; i < RSX_PROBE_CACHE; i++) {
 		if (rsx_probes[i].id) {
 			rsx_probes[i].id = NULL;

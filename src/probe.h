@@ -37,6 +37,7 @@ int rsx_cm_start(void);
 struct rdma_event_channel *rsx_cm_channel(void);
 void rsx_cm_ring(void);
 int rsx_cm_bell_fd(void);
+int rsx_cm_running(void);
 void rsx_probe_listen(struct rsx_sock *s, int fd);
 void rsx_probe_unlisten(struct rsx_sock *s);
 void rsx_probe_fork_prepare(void);

@@ -328,7 +328,7 @@ static int rsx_watch_add(struct rsx_sock *s, struct rsx_ready *r)
 	 * goes down while the program sleeps where only the watcher hears.
 	 * Devices that share a context share the descriptor (EEXIST).
 	 */
-	if (s->conn->dev->watch_epoch != rsx_watch_epoch) {
+	if (s->conn->dev && s->conn->dev->watch_epoch != rsx_watch_epoch) {
 		ev.events = EPOLLIN;
 		ev.data.u64 = RSX_WATCH_DEV_KEY;
 		if (!rsx_libc.epoll_ctl(rsx_watch_epfd, EPOLL_CTL_ADD,

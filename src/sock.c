@@ -6,6 +6,7 @@
 #include "fdtab.h"
 #include "handoff.h"
 #include "linger.h"
+#include "local.h"
 #include "oob.h"
 #include "pool.h"
 #include "probe.h"
@@ -58,6 +59,8 @@ struct rsx_sock *rsx_sock_new(int kind, int family, int role)
 	s->share_seq = 0;
 	s->inband_try = 0;
 	s->probed = 0;
+	s->local = 0;
+	s->local_listen = 0;
 	s->board_seen = 0;
 	s->peer_port = 0;
 	s->local_port = 0;
@@ -66,6 +69,7 @@ struct rsx_sock *rsx_sock_new(int kind, int family, int role)
 	s->tcp_rx = 0;
 	s->tx_sum = s->rx_sum = RSX_SUM_INIT;
 	atomic_store(&s->pollers, 0);
+	atomic_store(&s->cm_knock, 0);
 	s->gen = atomic_fetch_add(&rsx_sock_gen, 1);
 	s->oob = NULL;
 	s->wake_fd = -1;
@@ -129,6 +133,7 @@ void rsx_sock_put(struct rsx_sock *s)
 		atomic_fetch_sub(&rsx_engine_socks, 1);
 	rsx_stats_conn_close(s);
 	rsx_probe_unlisten(s);
+	rsx_local_unlisten(s);
 	rsx_handoff_release(s);
 	rsx_share_drop(s);
 	rsx_pool_put(&rsx_sock_pool, s);

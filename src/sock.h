@@ -116,6 +116,8 @@ struct rsx_sock {
 	int16_t share_slot;	/* ... and how many still do (share.h) */
 	uint32_t share_seq;
 	uint8_t probed;		/* listener: the family answers its probes */
+	uint8_t local;		/* client: the server is on this host (local.h) */
+	uint8_t local_listen;	/* listener: asked on its Unix socket too */
 	uint8_t inband_try;	/* rules say rdma: the first send may HELLO;
 				   2 while it waits for the probe */
 	uint16_t peer_port;	/* network order */
@@ -127,6 +129,7 @@ struct rsx_sock {
 	uint64_t tx_sum;	/* FNV-1a of tcp_tx's bytes (conn.h) */
 	uint64_t rx_sum;	/* ... of tcp_rx's */
 	_Atomic uint32_t pollers; /* threads in poll/select on the TCP fd */
+	_Atomic uint8_t cm_knock; /* the CM thread waits for the lock */
 	uint32_t gen;		/* tells this socket from a later one */
 	uint32_t board_seen;	/* the board's news seen (board.h) */
 	struct rsx_oob_pend *oob; /* an answer the program's thread applies */
@@ -164,6 +167,21 @@ static inline void rsx_sock_lock(struct rsx_sock *s)
 {
 	rsx_sig_hold_enter();
 	pthread_mutex_lock(&s->lock);
+}
+
+/*
+ * The CM thread's turn: a program thread that sends or reads counted TCP
+ * bytes in a tight loop releases the lock only for an instant between its
+ * calls and, on two cores, takes it again before a waiter is scheduled;
+ * an answer that made the socket wait for that took up to a second (a
+ * gigabyte of a loopback stream).  So the CM thread knocks, and the
+ * program thread steps aside (rsx_counted_io).
+ */
+static inline void rsx_sock_lock_cm(struct rsx_sock *s)
+{
+	atomic_store(&s->cm_knock, 1);
+	rsx_sock_lock(s);
+	atomic_store(&s->cm_knock, 0);
 }
 
 /* 0 when taken, like pthread_mutex_trylock(). */

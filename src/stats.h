@@ -83,7 +83,10 @@
 	X(closes_lingered)	/* non-blocking closes ended in the background */ \
 	X(fallback_no_cutover)	/* stayed TCP: the client's CUTOVER never came */ \
 	X(signals_deferred)	/* handlers held back until a socket lock went */ \
-	X(fork_alone)		/* a socket fork() shared is one process's again */
+	X(fork_alone)		/* a socket fork() shared is one process's again */ \
+	X(shm_upgrades)		/* upgraded onto shared memory (same host) */ \
+	X(shm_tx_bytes)		/* application bytes sent over shared memory */ \
+	X(shm_rx_bytes)		/* ... received over shared memory */
 
 enum rsx_stat {
 #define RSX_STAT_ENUM(name) RSX_STAT_##name,

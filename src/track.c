@@ -25,6 +25,7 @@
 #include "init.h"
 #include "libc.h"
 #include "linger.h"
+#include "local.h"
 #include "log.h"
 #include "stats.h"
 #include "ready.h"
@@ -142,6 +143,7 @@ void rsx_on_listen(int fd)
 			    NULL) == RSX_ACT_TCP)
 		return;
 	rsx_probe_listen(s, fd);
+	rsx_local_listen(s, fd);
 }
 
 /*
@@ -164,6 +166,19 @@ void rsx_on_connect_prepare(int fd, const struct sockaddr *sa, socklen_t len)
 		r ? "rule at line" : "default", r ? r->line : 0);
 	if (s->action == RSX_ACT_TCP)
 		return;
+	/*
+	 * A server on this host: asked on its Unix socket at once, for
+	 * shared memory (local.h); no probe, no RDMA device.
+	 */
+	if (rsx_config.local && rsx_config.oob && rsx_local_dst(sa)) {
+		s->inband_try = 0;
+		s->local = 1;
+		s->action = RSX_ACT_OOB;
+		if (rsx_oob_addr(sa, s->peer_addr, &s->peer_port) ||
+		    !rsx_cm_running())
+			s->action = RSX_ACT_TCP;
+		return;
+	}
 	/*
 	 * A HELLO goes into the stream only to a server known to run rsockx
 	 * (the probe's answer).  Without an answer yet, the connection starts
@@ -421,34 +436,55 @@ void rsx_on_exec(void)
 #define RSX_INHERIT "RSOCKX_INHERIT="
 #define RSX_INHERIT_MAX 64
 
+/* The next tracked socket from *fd on that a new program would inherit. */
+static struct rsx_sock *rsx_next_inherited(unsigned int *fd)
+{
+	unsigned int hw = rsx_fdtab_hiwater();
+	struct rsx_sock *s;
+	int flags;
+
+	for (; *fd < hw; ++*fd) {
+		s = rsx_fd_peek(*fd);
+		if (!s || s->kind != RSX_SOCK_TCP)
+			continue;
+		flags = rsx_libc.fcntl(*fd, F_GETFD);
+		if (flags >= 0 && !(flags & FD_CLOEXEC))
+			return s;
+	}
+	return NULL;
+}
+
+/*
+ * vfork(): its child shares our memory and runs nothing of ours, and it
+ * almost always executes a program, which inherits what is not close-on-
+ * exec.  Those of our upgraded sockets go back to TCP first, as for
+ * posix_spawn().  (A socket whose close-on-exec the child clears itself
+ * is not seen: it stays the parent's.)
+ */
+void rsx_on_vfork(void)
+{
+	unsigned int fd = 0;
+	struct rsx_sock *s;
+
+	if (!atomic_load_explicit(&rsx_engine_socks, memory_order_relaxed))
+		return;
+	while ((s = rsx_next_inherited(&fd)))
+		rsx_sock_exec_inherit(s, fd++, 0);
+}
+
 char **rsx_exec_env(char *const envp[], int self)
 {
-	unsigned int fd, hw = rsx_fdtab_hiwater();
 	char list[sizeof(RSX_INHERIT) + RSX_INHERIT_MAX * 11];
 	size_t len = strlen(RSX_INHERIT), n = 0, i, j = 0;
-	int found = 0, flags, had = 0;
+	int found = 0, had = 0;
+	unsigned int fd = 0;
 	struct rsx_sock *s;
 	char **env;
 
 	memcpy(list, RSX_INHERIT, len + 1);
-	for (fd = 0; fd < hw && found < RSX_INHERIT_MAX; fd++) {
-		s = rsx_fd_peek(fd);
-		if (!s || s->kind != RSX_SOCK_TCP)
+	for (; found < RSX_INHERIT_MAX && (s = rsx_next_inherited(&fd)); fd++) {
+		if (rsx_sock_exec_inherit(s, fd, self))
 			continue;
-		flags = rsx_libc.fcntl(fd, F_GETFD);
-		if (flags < 0 || (flags & FD_CLOEXEC))
-			continue;
-		if (self && (s->state == RSX_ST_UPGRADED ||
-			     s->state == RSX_ST_CLIENT_HELLO)) {
-			rsx_sock_exec_downgrade(s, fd);	/* TCP now */
-			continue;
-		}
-		if (s->state == RSX_ST_UPGRADED || s->state == RSX_ST_FORKED) {
-			rsx_warn("fd %d: upgraded connection passed to a new "
-				 "program, which cannot use it", fd);
-			rsx_stat_inc(RSX_STAT_exec_lost);
-			continue;
-		}
 		if (s->state != RSX_ST_SERVER_NEW &&
 		    s->state != RSX_ST_SERVER_STRIP)
 			continue;

@@ -35,6 +35,7 @@ void rsx_on_fork_prepare(void);
 void rsx_on_fork_parent(int failed);
 void rsx_on_fork_child(void);
 void rsx_on_exec(void);
+void rsx_on_vfork(void);
 char **rsx_exec_env(char *const envp[], int self);
 void rsx_adopt_inherited(const char *list);
 

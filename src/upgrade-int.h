@@ -93,6 +93,7 @@ void rsx_wait_in(struct rsx_sock *s, int fd, int ms);
 int rsx_client_start(struct rsx_sock *s, int fd, int nonblock);
 int rsx_client_answer(struct rsx_sock *s, int fd);
 int rsx_server_conn(struct rsx_sock *s, int fd, const struct rsx_hello *hello,
+		    int shm,
 		    enum rsx_stat *stat);
 int rsx_peek_msg(struct rsx_sock *s, int fd, struct rsx_hello *h);
 void rsx_consume_msg(int fd);

@@ -296,7 +296,7 @@ static int rsx_cut_abandoned(struct rsx_sock *s)
 	    c->peer_down)
 		return 0;
 	rsx_info("QP %u: the client never cut over and its QP is gone: plain "
-		 "TCP", c->qp->qp_num);
+		 "TCP", rsx_conn_id(c));
 	rsx_to_tcp(s, RSX_STAT_fallback_no_cutover);
 	rsx_wake_sleepers(s);
 	return 1;
@@ -320,14 +320,14 @@ int rsx_sock_cut_step(struct rsx_sock *s, struct rsx_conn *c, int64_t now)
 		c->cut_ping = 0;
 		c->cut_by = now + rsx_config.cut_wait_ms;
 		rsx_info("QP %u: no CUTOVER yet, but the client's QP answers: "
-			 "waiting on", c->qp->qp_num);
+			 "waiting on", rsx_conn_id(c));
 		return 1;
 	}
 	if (!c->cut_ping && !rsx_conn_ping(c)) {
 		c->cut_ping = 1;
 		c->ping_wr = c->sq_posted;
 		rsx_dbg("QP %u: no CUTOVER after %d ms: is the client's QP "
-			"there?", c->qp->qp_num, rsx_config.cut_wait_ms);
+			"there?", rsx_conn_id(c), rsx_config.cut_wait_ms);
 	}
 	c->cut_by = now + 100;
 	return 1;

@@ -37,6 +37,7 @@ void rsx_sock_connected(struct rsx_sock *s, int fd, int action,
 void rsx_sock_accepted(struct rsx_sock *s);
 void rsx_exit_flush(void);
 int rsx_sock_exec_downgrade(struct rsx_sock *s, int fd);
+int rsx_sock_exec_inherit(struct rsx_sock *s, int fd, int self);
 void rsx_sock_rcvlowat(int fd, int val);
 void rsx_fork_share_sockets(void);
 void rsx_fork_child_sockets(void);

@@ -260,7 +260,7 @@ int rsx_sleep(struct rsx_sock *s, int fd, short events, const sigset_t *mask,
 	pfd[2].fd = rsx_conn_chan_fd(c);
 	pfd[2].events = POLLIN;
 	/* the device's events: a port that goes down (rsx_dev_async_all) */
-	pfd[3].fd = rsx_dev_async_fd(c->dev);
+	pfd[3].fd = c->dev ? rsx_dev_async_fd(c->dev) : -1;
 	pfd[3].events = POLLIN;
 	pfd[0].revents = pfd[1].revents = pfd[2].revents = pfd[3].revents = 0;
 	rsx_stat_inc(RSX_STAT_sleeps);

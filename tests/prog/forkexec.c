@@ -84,6 +84,9 @@ int main(int argc, char **argv)
 
 	pt_tcp_pair(&c1, &a1);
 	pt_tcp_pair(&c2, &a2);
+	/* tests/passthrough/local.test: the pairs move to shared memory first */
+	if (getenv("PT_SETTLE_MS"))
+		usleep(1000 * atoi(getenv("PT_SETTLE_MS")));
 	snprintf(fdarg, sizeof(fdarg), "%d", a2);
 
 	if (!strcmp(mode, "fork")) {

@@ -1,0 +1,302 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The shared-memory transport (shm.h): a connection's memory, its
+ * messages and its wake-ups between two processes of one host.  Callers
+ * hold the owning socket's lock.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "fdtab.h"
+#include "libc.h"
+#include "log.h"
+#include "shm.h"
+
+#define RSX_SHM_SEALS	(F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+
+_Static_assert(RSX_SHM_DEPTH >= RSX_WIRE_RQ_MIN,
+	       "the queue is the peer's message window");
+
+/* One direction's receive side: ring, control area, queue; whole pages. */
+static size_t rsx_shm_area(uint32_t ring_size)
+{
+	size_t page = 4096, n = (size_t)ring_size + RSX_CTRL_SIZE +
+				 sizeof(struct rsx_shm_q);
+
+	return (n + page - 1) & ~(page - 1);
+}
+
+int rsx_shm_create(uint32_t ring_size, struct rsx_conn **out)
+{
+	struct rsx_conn *c = rsx_conn_alloc(ring_size);
+
+	if (!c)
+		return -ENOMEM;
+	c->shm = 1;
+	*out = c;
+	return 0;
+}
+
+void rsx_shm_destroy(struct rsx_conn *c)
+{
+	if (c->shm_map) {
+		__atomic_store_n(&c->shm_rxq->here, 0, __ATOMIC_RELEASE);
+		munmap(c->shm_map, c->shm_map_len);
+	}
+	if (c->shm_memfd >= 0)
+		rsx_fd_private_close(c->shm_memfd);
+	if (c->shm_evfd >= 0)
+		rsx_fd_private_close(c->shm_evfd);
+	if (c->shm_peer_evfd >= 0)
+		rsx_fd_private_close(c->shm_peer_evfd);
+	rsx_fd_private_close(c->kick_fd);
+	free(c);
+}
+
+/*
+ * The wire's fields that mean a queue pair mean nothing here; they are
+ * given values the decoder accepts (qpn and ring_addr 1: "no such thing").
+ */
+void rsx_shm_hello(const struct rsx_conn *c, struct rsx_hello *h)
+{
+	h->qpn = 1;
+	h->psn = c->psn;
+	h->mtu = 5;
+	h->rq_depth = RSX_SHM_DEPTH;
+	h->ring_size = c->ring_size;
+	h->ring_addr = 1;
+}
+
+/* Is fd an eventfd?  A peer hands us descriptors we write into. */
+static int rsx_is_eventfd(int fd)
+{
+	char path[32], link[32];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n < 0)
+		return 0;
+	link[n] = 0;
+	return !strcmp(link, "anon_inode:[eventfd]");
+}
+
+/*
+ * Our receive side is area `mine` of the mapping, the peer's the other.
+ * Both queues start where the ring's control area ends.
+ */
+static void rsx_shm_layout(struct rsx_conn *c, uint8_t *base, int mine,
+			   uint32_t server_ring, uint32_t client_ring)
+{
+	uint8_t *a0 = base, *a1 = base + rsx_shm_area(server_ring);
+	uint8_t *rx = mine ? a1 : a0, *tx = mine ? a0 : a1;
+	uint32_t txring = mine ? server_ring : client_ring;
+
+	c->ring = rx;
+	c->ctrl = (volatile struct rsx_ctrl *)(rx + c->ring_size);
+	c->shm_rxq = (struct rsx_shm_q *)(rx + c->ring_size + RSX_CTRL_SIZE);
+	c->stage = tx;
+	c->ctrl_out = (struct rsx_ctrl *)(tx + txring);
+	c->shm_txq = (struct rsx_shm_q *)(tx + txring + RSX_CTRL_SIZE);
+}
+
+/* Both processes map it alike; a fork child keeps out, as with RDMA. */
+static int rsx_shm_map(struct rsx_conn *c, size_t len)
+{
+	void *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
+			 c->shm_memfd, 0);
+
+	if (map == MAP_FAILED)
+		return -errno;
+	c->shm_map = map;
+	c->shm_map_len = len;
+	madvise(map, len, MADV_DONTFORK);
+	return 0;
+}
+
+/* The server: the memory and both eventfds, sent with the ACK (local.c). */
+static int rsx_shm_make(struct rsx_conn *c, const struct rsx_hello *peer)
+{
+	size_t len = rsx_shm_area(c->ring_size) +
+		     rsx_shm_area(peer->ring_size);
+	int fd, ret;
+
+	fd = memfd_create("rsockx-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	c->shm_memfd = rsx_fd_hide(fd);
+	if (ftruncate(c->shm_memfd, len) ||
+	    rsx_libc.fcntl(c->shm_memfd, F_ADD_SEALS, RSX_SHM_SEALS))
+		return -errno;
+	ret = rsx_shm_map(c, len);
+	if (ret)
+		return ret;
+	c->shm_evfd = rsx_fd_hide(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+	c->shm_peer_evfd = rsx_fd_hide(eventfd(0, EFD_NONBLOCK |
+						 EFD_CLOEXEC));
+	if (c->shm_evfd < 0 || c->shm_peer_evfd < 0)
+		return -EMFILE;
+	rsx_shm_layout(c, c->shm_map, 0, c->ring_size, peer->ring_size);
+	return 0;
+}
+
+/* The client: the server's memory, checked before it is mapped. */
+static int rsx_shm_take(struct rsx_conn *c, const struct rsx_hello *peer)
+{
+	size_t len = rsx_shm_area(peer->ring_size) +
+		     rsx_shm_area(c->ring_size);
+	struct stat st;
+	int seals, ret;
+
+	if (c->shm_memfd < 0 || c->shm_evfd < 0 || c->shm_peer_evfd < 0)
+		return -EPROTO;
+	/*
+	 * Sealed, or the server could shrink it under our stores (SIGBUS);
+	 * of the size the two rings make, or we would store past its end.
+	 */
+	seals = rsx_libc.fcntl(c->shm_memfd, F_GET_SEALS);
+	if (seals < 0 || (seals & RSX_SHM_SEALS) != RSX_SHM_SEALS ||
+	    rsx_libc.fstat(c->shm_memfd, &st) || (size_t)st.st_size != len ||
+	    !rsx_is_eventfd(c->shm_evfd) || !rsx_is_eventfd(c->shm_peer_evfd))
+		return -EPROTO;
+	ret = rsx_shm_map(c, len);
+	if (ret)
+		return ret;
+	rsx_fd_private_close(c->shm_memfd);
+	c->shm_memfd = -1;
+	rsx_shm_layout(c, c->shm_map, 1, peer->ring_size, c->ring_size);
+	return 0;
+}
+
+/*
+ * "Connects": the server makes the memory, the client (which holds the
+ * server's descriptors by now: shm_memfd) maps it.  The peer's ring is
+ * bounded as on RDMA: memfd memory is not pinned, but it is memory.
+ */
+int rsx_shm_connect(struct rsx_conn *c, const struct rsx_hello *peer)
+{
+	int ret;
+
+	if (peer->ring_size > 4 * c->ring_size && peer->ring_size > 4u << 20) {
+		rsx_info("shm: peer's ring of %u bytes is too large",
+			 peer->ring_size);
+		return -ENOBUFS;
+	}
+	c->peer = *peer;
+	ret = c->shm_memfd >= 0 ? rsx_shm_take(c, peer) :
+				  rsx_shm_make(c, peer);
+	if (ret) {
+		rsx_info("shm: connection memory: %s", strerror(-ret));
+		return ret;
+	}
+	c->peer.rq_depth = RSX_SHM_DEPTH;
+	__atomic_store_n(&c->shm_rxq->here, 1, __ATOMIC_RELEASE);
+	c->qp_ready = 1;
+	rsx_dbg("shm: connected, ring %u/%u", c->ring_size, peer->ring_size);
+	return 0;
+}
+
+/* A message: its bytes are in place; the immediate, the count, the wake. */
+void rsx_shm_put(struct rsx_conn *c, uint32_t imm)
+{
+	struct rsx_shm_q *q = c->shm_txq;
+	uint64_t one = 1;
+	uint32_t n = (uint32_t)c->tx_msgs;	/* counted by the caller */
+
+	__atomic_store_n(&q->imm[(n - 1) % RSX_SHM_DEPTH], imm,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&q->prod, n, __ATOMIC_RELEASE);
+	/* against the reader's store of armed and its look at prod */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&q->armed, __ATOMIC_RELAXED) &&
+	    __atomic_exchange_n(&q->armed, 0, __ATOMIC_ACQ_REL) &&
+	    rsx_libc.write(c->shm_peer_evfd, &one, sizeof(one)) < 0)
+		rsx_dbg("shm: wake: %s", strerror(errno));
+}
+
+/*
+ * The next message, if any: 1 and *imm; 0 none; -ECONNRESET when the
+ * peer's count runs ahead of what its credits allow.
+ */
+int rsx_shm_next(struct rsx_conn *c, uint32_t *imm)
+{
+	struct rsx_shm_q *q = c->shm_rxq;
+	uint32_t prod = __atomic_load_n(&q->prod, __ATOMIC_ACQUIRE);
+	uint32_t seen = (uint32_t)c->rx_msgs;
+
+	if (prod == seen)
+		return 0;
+	if (prod - seen > RSX_SHM_DEPTH)
+		return -ECONNRESET;
+	*imm = __atomic_load_n(&q->imm[seen % RSX_SHM_DEPTH],
+			       __ATOMIC_RELAXED);
+	return 1;
+}
+
+/* 0: the next message will signal our eventfd (the caller looks again). */
+int rsx_shm_arm(struct rsx_conn *c)
+{
+	__atomic_store_n(&c->shm_rxq->armed, 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return 0;
+}
+
+void rsx_shm_event(struct rsx_conn *c)
+{
+	uint64_t v;
+
+	while (rsx_libc.read(c->shm_evfd, &v, sizeof(v)) > 0)
+		;
+	c->armed = 0;
+}
+
+/*
+ * Bytes went into the ring of a peer that has let go of it: it closed the
+ * socket (or exited) without a DOWNGRADE, so nobody reads them.  As TCP
+ * answers a send to a closed peer with a reset, this send has gone and
+ * the next fails with EPIPE (the caller's rsx_epipe: SIGPIPE too).
+ */
+void rsx_shm_sent(struct rsx_conn *c)
+{
+	if (__atomic_load_n(&c->shm_txq->here, __ATOMIC_ACQUIRE))
+		return;
+	rsx_conn_poll(c);	/* a DOWNGRADE first: its bytes go again */
+	if (c->peer_down || c->err)
+		return;
+	c->err = -EPIPE;
+	c->err_reported = 1;
+	rsx_dbg("shm: the peer has closed: EPIPE");
+}
+
+/*
+ * Is the peer's process alive?  Its pidfd polls readable once it has
+ * exited; a pid that is gone altogether fails pidfd_open.
+ */
+int rsx_shm_alive(const struct rsx_conn *c)
+{
+	struct pollfd pfd;
+	int fd, ret;
+
+	if (!__atomic_load_n(&c->shm_txq->here, __ATOMIC_ACQUIRE))
+		return 0;
+	if (c->shm_peer_pid <= 0)
+		return 1;
+	fd = syscall(SYS_pidfd_open, c->shm_peer_pid, 0);
+	if (fd < 0)
+		return errno != ESRCH;
+	pfd.fd = fd;
+	pfd.events = POLLIN;
+	ret = rsx_libc.poll(&pfd, 1, 0);
+	rsx_libc.close(fd);
+	return !(ret > 0 && (pfd.revents & POLLIN));
+}
