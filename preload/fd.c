@@ -95,6 +95,9 @@ static int rsx_dup_onto(int oldfd, int newfd, int flags, int is_dup3)
 	RSX_KEEP_ERRNO(rsx_dup2_end(oldfd, newfd, ret >= 0, prev));
 	return ret;
 real:
+	if (unlikely(rsx_fd_peek(oldfd) != NULL) && oldfd != newfd &&
+	    rsx_guard_vfork_child())
+		rsx_vfork_dup(oldfd);
 	return is_dup3 ? RSX_REAL(dup3)(oldfd, newfd, flags) :
 			 RSX_REAL(dup2)(oldfd, newfd);
 }

@@ -385,16 +385,15 @@ RSX_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset,
 	return RSX_REAL(sendfile64)(out_fd, in_fd, offset, count);
 }
 
-/*
- * splice() cannot move ring bytes through the kernel: a socket in the
- * engine's hands refuses it (EINVAL, what splice says for descriptors that
- * do not support it), and programs fall back to read/write.
- */
+/* splice() cannot move ring bytes through the kernel: the engine copies. */
 RSX_EXPORT ssize_t splice(int fd_in, off64_t *off_in, int fd_out,
 			  off64_t *off_out, size_t len, unsigned int flags)
 {
 	rsx_trace_call("splice", fd_in);
+	if (rsx_engine(fd_in) && rsx_engine(fd_out))
+		return rsx_ret(-EINVAL);	/* no pipe at either end */
 	if (rsx_engine(fd_in) || rsx_engine(fd_out))
-		return rsx_ret(-EINVAL);
+		return rsx_ret(rsx_sock_splice(fd_in, off_in, fd_out, off_out,
+					       len, flags));
 	return RSX_REAL(splice)(fd_in, off_in, fd_out, off_out, len, flags);
 }

@@ -83,6 +83,8 @@ void *rsx_vfork_prepare(void)
  */
 static char **rsx_exec_prepare(char *const envp[], int self)
 {
+	if (self && rsx_guard_vfork_child())
+		rsx_vfork_exec();	/* marks, no more */
 	if (rsx_guarded())
 		return NULL;
 	rsx_on_exec();

@@ -168,7 +168,7 @@ static int rsx_hand_back(struct rsx_sock *s)
 {
 	struct rsx_conn *c = s->conn;
 
-	if (!rsx_handoff_live(s))
+	if (!rsx_handoff_live(s) && !atomic_load(&s->vfork_exec))
 		return 0;
 	return !(s->state == RSX_ST_UPGRADED && c &&
 		 (rsx_peer_gone(c) || (s->wr_shut && c->peer_fin)));

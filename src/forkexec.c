@@ -164,6 +164,90 @@ int rsx_sock_exec_inherit(struct rsx_sock *s, int fd, int self)
 }
 
 /*
+ * A vfork child that clears close-on-exec itself or dup2()s a socket to
+ * another number after rsx_on_vfork() looked (python's subprocess with
+ * pass_fds, an inetd-like dup2 onto 0) hands it to the new program all
+ * the same.  The child runs in our memory and may change nothing of ours
+ * but a flag: it marks the socket and rings the CM thread, which takes it
+ * back to TCP (rsx_vfork_serve); a close() of ours before that hands it
+ * back as for a fork child (rsx_hand_back).  Bytes the new program sends
+ * on TCP meanwhile wait in the peer's socket until our DOWNGRADE, and
+ * ring bytes we had not read go again over TCP: nothing is out of order.
+ */
+static _Atomic int rsx_vfork_marks;
+
+static void rsx_vfork_mark(struct rsx_sock *s)
+{
+	if (s->kind != RSX_SOCK_TCP ||
+	    (s->state != RSX_ST_UPGRADED && s->state != RSX_ST_CLIENT_HELLO &&
+	     !rsx_state_counted(s->state)))
+		return;
+	atomic_store(&s->vfork_exec, 1);
+	atomic_store(&rsx_vfork_marks, 1);
+	rsx_cm_ring();
+}
+
+/* The vfork child dup2()s oldfd: the copy is close-on-exec no more. */
+void rsx_vfork_dup(int oldfd)
+{
+	struct rsx_sock *s = rsx_fd_peek(oldfd);
+
+	if (s)
+		rsx_vfork_mark(s);
+}
+
+/* The vfork child executes a program: what it inherits by number. */
+void rsx_vfork_exec(void)
+{
+	unsigned int fd, hw = rsx_fdtab_hiwater();
+	struct rsx_sock *s;
+	int flags;
+
+	if (!atomic_load_explicit(&rsx_engine_socks, memory_order_relaxed))
+		return;
+	for (fd = 0; fd < hw; fd++) {
+		s = rsx_fd_peek(fd);
+		if (!s)
+			continue;
+		flags = rsx_libc.fcntl(fd, F_GETFD);
+		if (flags >= 0 && !(flags & FD_CLOEXEC))
+			rsx_vfork_mark(s);
+	}
+}
+
+/* Sockets a vfork child passed on, the CM thread.  1: one was busy. */
+int rsx_vfork_serve(void)
+{
+	unsigned int fd, hw = rsx_fdtab_hiwater();
+	struct rsx_sock *s;
+	int busy = 0;
+
+	if (!atomic_exchange(&rsx_vfork_marks, 0))
+		return 0;
+	for (fd = 0; fd < hw; fd++) {
+		s = rsx_fd_peek(fd);
+		if (!s || !atomic_load(&s->vfork_exec) || !rsx_sock_tryget(s))
+			continue;
+		if (rsx_sock_trylock(s)) {
+			busy = 1;
+			atomic_store(&rsx_vfork_marks, 1);
+			rsx_sock_put(s);
+			continue;
+		}
+		if (rsx_fd_peek(fd) == s && atomic_exchange(&s->vfork_exec, 0)) {
+			if (s->state == RSX_ST_UPGRADED ||
+			    s->state == RSX_ST_CLIENT_HELLO)
+				rsx_downgrade(s, fd, 1);
+			else if (rsx_state_counted(s->state))
+				rsx_to_tcp(s, RSX_STAT_fallback_fork);
+		}
+		rsx_sock_unlock(s);
+		rsx_sock_put(s);
+	}
+	return busy;
+}
+
+/*
  * fork() (handoff.h).  Right before it: the upgraded sockets, which the
  * child will hold too, get a slot where it can ask for them.
  */
@@ -289,6 +373,7 @@ void rsx_fork_child_sockets(void)
 		s->spinners = 0;	/* threads of the parent's */
 		s->pollers = 0;
 		s->cm_knock = 0;	/* the parent's CM thread */
+		s->vfork_exec = 0;
 		s->wake_users = 0;
 		s->probe_id = NULL;	/* the parent's responder */
 		/*

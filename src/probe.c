@@ -335,6 +335,7 @@ static void *rsx_cm_thread(void *arg)
 		rsx_orphans_expire();
 		more = rsx_oob_tick();
 		more |= rsx_fork_serve();
+		more |= rsx_vfork_serve();
 		rsx_linger_tick();
 		pthread_mutex_unlock(&rsx_cm_busy);
 	}

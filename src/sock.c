@@ -70,6 +70,7 @@ struct rsx_sock *rsx_sock_new(int kind, int family, int role)
 	s->tx_sum = s->rx_sum = RSX_SUM_INIT;
 	atomic_store(&s->pollers, 0);
 	atomic_store(&s->cm_knock, 0);
+	atomic_store(&s->vfork_exec, 0);
 	s->gen = atomic_fetch_add(&rsx_sock_gen, 1);
 	s->oob = NULL;
 	s->wake_fd = -1;

@@ -130,6 +130,7 @@ struct rsx_sock {
 	uint64_t rx_sum;	/* ... of tcp_rx's */
 	_Atomic uint32_t pollers; /* threads in poll/select on the TCP fd */
 	_Atomic uint8_t cm_knock; /* the CM thread waits for the lock */
+	_Atomic uint8_t vfork_exec; /* a vfork child passes it on (forkexec.c) */
 	uint32_t gen;		/* tells this socket from a later one */
 	uint32_t board_seen;	/* the board's news seen (board.h) */
 	struct rsx_oob_pend *oob; /* an answer the program's thread applies */

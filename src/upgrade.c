@@ -37,6 +37,8 @@
  * (forkexec.c).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -1073,4 +1075,138 @@ ssize_t rsx_sock_sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 out:
 	free(buf);
 	return sent;
+}
+
+/* Is fd a pipe?  splice() needs one at one end. */
+static int rsx_is_pipe(int fd)
+{
+	struct stat st;
+
+	return !rsx_libc.fstat(fd, &st) && S_ISFIFO(st.st_mode);
+}
+
+/* Waits for events on a pipe (no end).  0, or -errno. */
+static int rsx_pipe_wait(int fd, short events)
+{
+	struct pollfd pfd = { .fd = fd, .events = events };
+
+	return rsx_libc.poll(&pfd, 1, -1) < 0 ? -errno : 0;
+}
+
+/* Socket to pipe: no more than the pipe has room for now. */
+static ssize_t rsx_splice_from(int in, int out, size_t len, int nonblock)
+{
+	ssize_t got, n, done = 0;
+	struct iovec iov;
+	int size, used, ret;
+	char *buf;
+
+	for (;;) {
+		size = rsx_libc.fcntl(out, F_GETPIPE_SZ);
+		if (size < 0 || rsx_libc.ioctl(out, FIONREAD, &used) < 0)
+			return -errno;
+		if (size > used)
+			break;
+		if (nonblock)
+			return -EAGAIN;
+		ret = rsx_pipe_wait(out, POLLOUT);
+		if (ret)
+			return ret;
+	}
+	if (len > (size_t)(size - used))
+		len = size - used;
+	if (len > 65536)
+		len = 65536;
+	buf = malloc(len ? len : 1);
+	if (!buf)
+		return -ENOMEM;
+	iov.iov_base = buf;
+	iov.iov_len = len;
+	got = rsx_sock_recv(in, &iov, 1, nonblock ? MSG_DONTWAIT : 0);
+	/* room was there: the write takes it all, unless another writer */
+	while (got > 0 && done < got) {
+		n = rsx_libc.write(out, buf + done, got - done);
+		if (n > 0)
+			done += n;
+		else if (n < 0 && errno == EAGAIN)
+			rsx_pipe_wait(out, POLLOUT);
+		else
+			break;	/* the reader closed: bytes lost, as TCP's */
+	}
+	free(buf);
+	return got;
+}
+
+/*
+ * Pipe to socket: the socket takes what it takes of a copy of the pipe's
+ * bytes (tee), and only that much leaves the pipe.
+ */
+static ssize_t rsx_splice_to(int in, int out, size_t len, int nonblock)
+{
+	int avail, tp[2], ret;
+	ssize_t k, sent;
+	struct iovec iov;
+	char *buf;
+
+	for (;;) {
+		if (rsx_libc.ioctl(in, FIONREAD, &avail) < 0)
+			return -errno;
+		if (avail > 0)
+			break;
+		if (nonblock || (rsx_libc.fcntl(in, F_GETFL) & O_NONBLOCK))
+			return -EAGAIN;
+		ret = rsx_pipe_wait(in, POLLIN);
+		if (ret)
+			return ret;
+		if (rsx_libc.ioctl(in, FIONREAD, &avail) < 0 || !avail)
+			return 0;	/* no writer left */
+	}
+	if (len > (size_t)avail)
+		len = avail;
+	if (len > 65536)
+		len = 65536;
+	buf = malloc(len ? len : 1);
+	if (!buf)
+		return -ENOMEM;
+	if (pipe2(tp, O_CLOEXEC | O_NONBLOCK)) {
+		free(buf);
+		return -errno;
+	}
+	k = tee(in, tp[1], len, SPLICE_F_NONBLOCK);
+	if (k > 0)
+		k = rsx_libc.read(tp[0], buf, k);
+	rsx_libc.close(tp[0]);
+	rsx_libc.close(tp[1]);
+	if (k <= 0) {
+		free(buf);
+		return k < 0 ? -errno : 0;
+	}
+	iov.iov_base = buf;
+	iov.iov_len = k;
+	sent = rsx_sock_send(out, &iov, 1, nonblock ? MSG_DONTWAIT : 0);
+	if (sent > 0 && rsx_libc.read(in, buf, sent) != sent)
+		rsx_warn("splice: the pipe changed under us");
+	free(buf);
+	return sent;
+}
+
+/*
+ * splice() with a socket of the engine's at one end: ring bytes cannot
+ * pass through the kernel's pipe buffers, so they are copied through a
+ * buffer, one piece per call (splice() may always move less than asked).
+ * The other end must be a pipe, as for splice() itself.
+ */
+ssize_t rsx_sock_splice(int in, loff_t *off_in, int out, loff_t *off_out,
+			size_t len, unsigned int flags)
+{
+	int nonblock = !!(flags & SPLICE_F_NONBLOCK);
+
+	if (rsx_fd_peek(in)) {
+		if (off_in || !rsx_is_pipe(out))
+			return off_in ? -ESPIPE : -EINVAL;
+		return rsx_splice_from(in, out, len, nonblock);
+	}
+	if (off_out || !rsx_is_pipe(in))
+		return off_out ? -ESPIPE : -EINVAL;
+	return rsx_splice_to(in, out, len, nonblock);
 }

@@ -38,6 +38,11 @@ void rsx_sock_accepted(struct rsx_sock *s);
 void rsx_exit_flush(void);
 int rsx_sock_exec_downgrade(struct rsx_sock *s, int fd);
 int rsx_sock_exec_inherit(struct rsx_sock *s, int fd, int self);
+void rsx_vfork_dup(int oldfd);
+void rsx_vfork_exec(void);
+int rsx_vfork_serve(void);
+ssize_t rsx_sock_splice(int in, loff_t *off_in, int out, loff_t *off_out,
+			size_t len, unsigned int flags);
 void rsx_sock_rcvlowat(int fd, int val);
 void rsx_fork_share_sockets(void);
 void rsx_fork_child_sockets(void);

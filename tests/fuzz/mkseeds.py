@@ -4,7 +4,8 @@
 
 The seeds are committed; run this again only to change them:
     python3 tests/fuzz/mkseeds.py tests/fuzz/corpus
-Messages follow src/wire.h, operation lists tests/fuzz/fuzz-conn.c.
+Messages follow src/wire.h, operation lists tests/fuzz/fuzz-conn.c and
+fuzz-shm.c.
 Regression inputs (files named regress-*) are kept by hand, not made here.
 """
 import os
@@ -129,10 +130,42 @@ def conn_seeds():
     }
 
 
+def shm_seeds():
+    # header: our ring (4 KiB << n), the client's; then fuzz-shm.c's ops
+    hdr = bytes([2, 1])
+    data = lambda n, b=0: bytes([0]) + struct.pack('>HB', n, b)
+    imm = lambda v: bytes([2]) + struct.pack('>I', v)
+    ctrl = lambda k, v: bytes([3, k]) + struct.pack('>Q', v)
+    credit = bytes([4])
+    prod = lambda v: bytes([5]) + struct.pack('>I', v)
+    poll = bytes([6])
+    read = lambda n, peek=0: bytes([7]) + struct.pack('>HB', n, peek)
+    write = lambda n: bytes([8]) + struct.pack('>H', n)
+    cut, fin = bytes([9]), bytes([10])
+    gone = bytes([11, 0, 0])
+    down = bytes([11, 1, 1])
+    return {
+        'rx-stream': hdr + ops(data(100, 1), data(4000, 7), poll,
+                               read(50, 1), read(4050), data(8000, 3),
+                               poll, read(8000)),
+        'tx-stream': hdr + ops(cut, write(3000), write(9000), credit, poll,
+                               write(4096), fin, credit, poll),
+        'lies': hdr + ops(data(100), imm(0x0fffffff), poll, ctrl(0, 1 << 40),
+                          imm(1 << 28), poll, prod(1000), poll, read(100)),
+        'cutover': hdr + ops(ctrl(2, 0), imm(2 << 28), poll, ctrl(2, 5),
+                             imm(2 << 28), poll),
+        'closed': hdr + ops(cut, write(100), gone, write(100), poll,
+                            write(10)),
+        'downgrade': hdr + ops(cut, write(500), data(10), poll,
+                               ctrl(3, 500), ctrl(4, 10), imm(4 << 28), poll,
+                               down, write(10)),
+    }
+
+
 def main():
     top = sys.argv[1] if len(sys.argv) > 1 else 'corpus'
     for name, seeds in (('wire', wire_seeds()), ('rules', rules_seeds()),
-                        ('conn', conn_seeds())):
+                        ('conn', conn_seeds()), ('shm', shm_seeds())):
         d = os.path.join(top, name)
         os.makedirs(d, exist_ok=True)
         for k, v in seeds.items():

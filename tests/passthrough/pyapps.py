@@ -85,6 +85,49 @@ def child_talk(fd):
     s.close()
 
 
+def splices():
+    # os.splice between a connected TCP pair and pipes, both ways, after a
+    # pause in which a same-host upgrade has time to happen
+    import time
+    lsock = socket.create_server(("127.0.0.1", 0))
+    c = socket.create_connection(lsock.getsockname())
+    a, _ = lsock.accept()
+    c.sendall(b"x")
+    assert a.recv(1) == b"x"
+    time.sleep(0.3)
+    payload = bytes((i * 7 + i // 251) & 0xFF for i in range(300000))
+    # socket to pipe: what c sends, a's end splices into a pipe
+    r, w = os.pipe()
+    got = b""
+    c.sendall(payload[:100000])
+    while len(got) < 100000:
+        n = os.splice(a.fileno(), w, 100000 - len(got))
+        assert n > 0, n
+        got += os.read(r, n)
+    # pipe to socket: a pipe's bytes spliced into c, read at a
+    back = b""
+    left = payload[100000:]
+    while left or len(back) < 200000:
+        if left:
+            k = os.write(w, left[:32768])
+            left = left[k:]
+            while True:
+                try:
+                    n = os.splice(r, c.fileno(), 65536,
+                                  flags=os.SPLICE_F_NONBLOCK)
+                except BlockingIOError:
+                    break
+                if n == 0:
+                    break
+        back += a.recv(65536)
+    print("splice socket to pipe:", got == payload[:100000])
+    print("splice pipe to socket:", back == payload[100000:])
+    for f in (r, w):
+        os.close(f)
+    for x in (a, c, lsock):
+        x.close()
+
+
 def subprocesses():
     # plain children: subprocess uses vfork (or posix_spawn)
     r = subprocess.run(["/bin/echo", "child", "output"], capture_output=True)
@@ -123,6 +166,8 @@ def main():
         http_get(sys.argv[2], sys.argv[3])
     elif cmd == "subprocess":
         subprocesses()
+    elif cmd == "splice":
+        splices()
     elif cmd == "child-talk":
         child_talk(int(sys.argv[2]))
     else:
