@@ -983,8 +983,16 @@ int rsx_conn_ping(struct rsx_conn *c)
 	if (c->shm) {
 		/* no transport to ask: is the peer's process still there? */
 		c->sq_done = ++c->sq_posted;
-		if (!rsx_shm_alive(c))
-			rsx_conn_fail(c, -ECONNRESET, "the peer's process is gone");
+		if (rsx_shm_alive(c))
+			return 0;
+		/*
+		 * A client that never cut over and let go (its whole stream
+		 * went on TCP before our answer was of use): TCP carries on,
+		 * as after the deadline's ping (rsx_cut_abandoned).
+		 */
+		if (!c->peer_cutover && !c->tx_ring)
+			c->cut_ping = 1;
+		rsx_conn_fail(c, -ECONNRESET, "the peer's memory or process is gone");
 		return 0;
 	}
 	memset(&wr, 0, sizeof(wr));
