@@ -226,14 +226,19 @@ void rsx_shm_put(struct rsx_conn *c, uint32_t imm)
 
 /*
  * The next message, if any: 1 and *imm; 0 none; -ECONNRESET when the
- * peer's count runs ahead of what its credits allow.
+ * peer's count runs ahead of what its credits allow.  A connection whose
+ * answer has not come yet has no memory mapped and nothing to take, as
+ * a queue pair not yet connected has no completion: the end of the TCP
+ * stream can come to it first (rsx_peer_closed).
  */
 int rsx_shm_next(struct rsx_conn *c, uint32_t *imm)
 {
 	struct rsx_shm_q *q = c->shm_rxq;
-	uint32_t prod = __atomic_load_n(&q->prod, __ATOMIC_ACQUIRE);
-	uint32_t seen = (uint32_t)c->rx_msgs;
+	uint32_t prod, seen = (uint32_t)c->rx_msgs;
 
+	if (!q)
+		return 0;
+	prod = __atomic_load_n(&q->prod, __ATOMIC_ACQUIRE);
 	if (prod == seen)
 		return 0;
 	if (prod - seen > RSX_SHM_DEPTH)

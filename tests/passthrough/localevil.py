@@ -11,7 +11,10 @@ descriptors a client must refuse:
             connection;
   unsealed  the real other end, but memory the server could shrink under
             the client's stores (no seals);
-  size      the real other end, sealed memory smaller than the two rings.
+  size      the real other end, sealed memory smaller than the two rings;
+  mute      no answer at all: it holds the request, writes a line on TCP
+            and half-closes, so the client meets the end of the stream
+            while its upgrade waits.
 
 It takes one connection, writes what it reads to OUT, prints "answered"
 once the answer went, and exits 0 once the client closed.
@@ -20,6 +23,7 @@ import os
 import socket
 import struct
 import sys
+import time
 
 MAGIC = bytes([0xD5, ord('R'), ord('S'), ord('X'), 0x0D, 0x0A, 0x1A, 0x0A])
 RING = 262144
@@ -74,6 +78,15 @@ def main():
     req, fds, _, _ = socket.recv_fds(u, 64, 4)
     nonce = struct.unpack_from(">Q", req, 8)[0]
     client = fds[0]
+    if case == "mute":
+        time.sleep(0.5)     # the client is asleep in recv() by then
+        conn.sendall(b"mute\n")
+        conn.shutdown(socket.SHUT_WR)
+        print("answered", case, "(not)", flush=True)
+        os.close(client)    # the client's own socket: its end must close
+        ret = drain(conn, out)
+        u.close()
+        return ret
     end = client if case == "squat" else conn.fileno()
     give = [end, memory(case), os.eventfd(0), os.eventfd(0)]
     socket.send_fds(u, [ack(nonce)], give)
@@ -81,6 +94,10 @@ def main():
     for fd in fds:
         os.close(fd)
     u.close()
+    return drain(conn, out)
+
+
+def drain(conn, out):
     with open(out, "wb") as f:
         while True:
             b = conn.recv(65536)
