@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "dev.h"
+#include "transport.h"
 #include "wire.h"
 
 /*
@@ -99,6 +100,8 @@ struct rsx_conn {
 	uint32_t waiters;	/* threads in rsx_conn_nap */
 	short want;		/* TCP events the waiters want */
 	uint32_t wake_gen;	/* bumped by rsx_conn_wake */
+	const struct rsx_transport *tp;	/* RDMA or shared memory */
+	/* the RDMA transport's (rdma.h) */
 	struct rsx_dev *dev;
 	struct ibv_comp_channel *chan;
 	struct ibv_cq *cq;
@@ -169,7 +172,7 @@ struct rsx_conn {
 	uint64_t rx_sum;	/* ... of rx_tcp's */
 	uint64_t peer_sum;	/* the peer's CUTOVER proof */
 	int err;		/* -errno once the connection broke */
-	/* the process's list of connections, for rsx_conn_port_down() */
+	/* the process's list of connections, for rsx_rdma_port_down() */
 	struct rsx_conn *live_next, **live_pprev;
 	uint8_t qp_held;	/* counted against RSOCKX_MAX_QPS */
 
@@ -191,9 +194,8 @@ static inline uint32_t rsx_conn_id(const struct rsx_conn *c)
 	return c->qp ? c->qp->qp_num : 0;
 }
 
+/* For the transports' makers: what every connection has. */
 struct rsx_conn *rsx_conn_alloc(uint32_t ring_size);
-int rsx_conn_create(struct rsx_dev *dev, uint32_t ring_size,
-		    struct rsx_conn **out);
 void rsx_conn_destroy(struct rsx_conn *c);
 void rsx_conn_hello(struct rsx_conn *c, int type, struct rsx_hello *h);
 int rsx_conn_connect(struct rsx_conn *c, const struct rsx_hello *peer);
@@ -216,7 +218,5 @@ int rsx_conn_chan_fd(const struct rsx_conn *c);
 int rsx_conn_nap(struct rsx_conn *c, uint32_t gen,
 		 const struct timespec *until);
 void rsx_conn_wake(struct rsx_conn *c);
-int rsx_conn_port_down(struct ibv_context *ctx, int port);
-void rsx_conn_fork_child(void);
 
 #endif

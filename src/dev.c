@@ -20,6 +20,7 @@
 #include "guard.h"
 #include "libc.h"
 #include "log.h"
+#include "rdma.h"
 
 #define RSX_DEV_MAX 16
 #define RSX_ADDR_CACHE 64
@@ -373,7 +374,7 @@ static void rsx_dev_port(struct ibv_context *ctx, int port, int down)
 		rsx_info("device %s port %d is up again", name, port);
 		return;
 	}
-	n = rsx_conn_port_down(ctx, port);
+	n = rsx_rdma_port_down(ctx, port);
 	rsx_info("device %s port %d went down: %d connection%s broken", name,
 		 port, n, n == 1 ? "" : "s");
 }
@@ -426,7 +427,7 @@ static void rsx_dev_async_dead(struct ibv_context *ctx)
 /*
  * Takes in the asynchronous events of every device (their descriptors are
  * non-blocking).  A port that goes down breaks the connections on it at
- * once (rsx_conn_port_down()): Soft-RoCE would otherwise retry their
+ * once (rsx_rdma_port_down()): Soft-RoCE would otherwise retry their
  * requests for as long as the port stays down, and never complete them.
  * Sleepers (rsx_sleep in upgrade.c) and the readiness watcher wait on
  * these descriptors too.

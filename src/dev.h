@@ -23,7 +23,7 @@ struct rsx_dev {
 	/*
 	 * Memory of the device's connections (mempool.h), shared by all the
 	 * entries of one device: staging buffers and receive rings, each
-	 * registered by its connection (rsx_conn_create(), rsx_conn_connect()).
+	 * registered by its connection (rsx_rdma_create(), rsx_conn_connect()).
 	 */
 	struct rsx_mempool *stage_pool;
 	struct rsx_mempool *ring_pool;

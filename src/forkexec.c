@@ -19,6 +19,7 @@
 #include "libc.h"
 #include "log.h"
 #include "probe.h"
+#include "rdma.h"
 #include "ready.h"
 #include "share.h"
 #include "upgrade.h"
@@ -364,7 +365,7 @@ void rsx_fork_child_sockets(void)
 	rsx_handoff_fork_child();	/* after: the parent's bell stays */
 	rsx_linger_fork_child();
 	rsx_ready_fork_child();
-	rsx_conn_fork_child();
+	rsx_rdma_fork_child();
 	for (fd = 0; fd < hw; fd++) {
 		s = rsx_fd_peek(fd);
 		if (!s || s->kind != RSX_SOCK_TCP)

@@ -12,7 +12,7 @@
  *
  * A pool maps chunks and hands out page-aligned blocks from them; it
  * registers nothing.  Each connection registers its own blocks in its own
- * protection domain (rsx_conn_create(), rsx_conn_connect()): an rkey or
+ * protection domain (rsx_rdma_create(), rsx_conn_connect()): an rkey or
  * lkey then reaches that connection's memory through that connection's
  * QP and nothing else.  A new chunk is as large as the pool already is
  * (one block for the first, then doubling), at most RSX_MP_CHUNK bytes or

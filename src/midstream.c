@@ -25,6 +25,7 @@
 #include "log.h"
 #include "oob.h"
 #include "probe.h"
+#include "rdma.h"
 #include "ready.h"
 #include "share.h"
 #include "shm.h"
@@ -440,7 +441,7 @@ int rsx_sock_oob_start(struct rsx_sock *s, int fd, int yes,
 		ret = -ENODEV;
 		goto out;
 	} else {
-		ret = rsx_conn_create(dev, rsx_config.ring_size, &s->conn);
+		ret = rsx_rdma_create(dev, rsx_config.ring_size, &s->conn);
 	}
 	if (ret) {
 		rsx_to_tcp(s, rsx_fallback_of(ret));

@@ -43,11 +43,12 @@ int rsx_shm_create(uint32_t ring_size, struct rsx_conn **out)
 	if (!c)
 		return -ENOMEM;
 	c->shm = 1;
+	c->tp = &rsx_shm_transport;
 	*out = c;
 	return 0;
 }
 
-void rsx_shm_destroy(struct rsx_conn *c)
+static void rsx_shm_destroy(struct rsx_conn *c)
 {
 	if (c->shm_map) {
 		__atomic_store_n(&c->shm_rxq->here, 0, __ATOMIC_RELEASE);
@@ -59,15 +60,13 @@ void rsx_shm_destroy(struct rsx_conn *c)
 		rsx_fd_private_close(c->shm_evfd);
 	if (c->shm_peer_evfd >= 0)
 		rsx_fd_private_close(c->shm_peer_evfd);
-	rsx_fd_private_close(c->kick_fd);
-	free(c);
 }
 
 /*
  * The wire's fields that mean a queue pair mean nothing here; they are
  * given values the decoder accepts (qpn and ring_addr 1: "no such thing").
  */
-void rsx_shm_hello(const struct rsx_conn *c, struct rsx_hello *h)
+static void rsx_shm_hello(const struct rsx_conn *c, struct rsx_hello *h)
 {
 	h->qpn = 1;
 	h->psn = c->psn;
@@ -183,7 +182,7 @@ static int rsx_shm_take(struct rsx_conn *c, const struct rsx_hello *peer)
  * server's descriptors by now: shm_memfd) maps it.  The peer's ring is
  * bounded as on RDMA: memfd memory is not pinned, but it is memory.
  */
-int rsx_shm_connect(struct rsx_conn *c, const struct rsx_hello *peer)
+static int rsx_shm_connect(struct rsx_conn *c, const struct rsx_hello *peer)
 {
 	int ret;
 
@@ -206,13 +205,20 @@ int rsx_shm_connect(struct rsx_conn *c, const struct rsx_hello *peer)
 	return 0;
 }
 
-/* A message: its bytes are in place; the immediate, the count, the wake. */
-void rsx_shm_put(struct rsx_conn *c, uint32_t imm)
+/*
+ * A message: its bytes are in the peer's memory already (the stage is
+ * its ring, ctrl_out its control area); the immediate, the count, the
+ * wake.  It is complete as it is posted.
+ */
+static int rsx_shm_post(struct rsx_conn *c, uint64_t roff, const void *src,
+			uint32_t len, uint32_t imm, int signal)
 {
 	struct rsx_shm_q *q = c->shm_txq;
 	uint64_t one = 1;
 	uint32_t n = (uint32_t)c->tx_msgs;	/* counted by the caller */
 
+	(void)roff, (void)src, (void)len, (void)signal;
+	c->sq_done = ++c->sq_posted;
 	__atomic_store_n(&q->imm[(n - 1) % RSX_SHM_DEPTH], imm,
 			 __ATOMIC_RELAXED);
 	__atomic_store_n(&q->prod, n, __ATOMIC_RELEASE);
@@ -222,6 +228,7 @@ void rsx_shm_put(struct rsx_conn *c, uint32_t imm)
 	    __atomic_exchange_n(&q->armed, 0, __ATOMIC_ACQ_REL) &&
 	    rsx_libc.write(c->shm_peer_evfd, &one, sizeof(one)) < 0)
 		rsx_dbg("shm: wake: %s", strerror(errno));
+	return 0;
 }
 
 /*
@@ -231,7 +238,7 @@ void rsx_shm_put(struct rsx_conn *c, uint32_t imm)
  * a queue pair not yet connected has no completion: the end of the TCP
  * stream can come to it first (rsx_peer_closed).
  */
-int rsx_shm_next(struct rsx_conn *c, uint32_t *imm)
+static int rsx_shm_next(struct rsx_conn *c, uint32_t *imm)
 {
 	struct rsx_shm_q *q = c->shm_rxq;
 	uint32_t prod, seen = (uint32_t)c->rx_msgs;
@@ -248,15 +255,39 @@ int rsx_shm_next(struct rsx_conn *c, uint32_t *imm)
 	return 1;
 }
 
+/* Takes in the messages that came; returns how many. */
+static int rsx_shm_poll(struct rsx_conn *c)
+{
+	int n, total = 0;
+	uint32_t imm;
+
+	while (!c->err && !c->peer_down && (n = rsx_shm_next(c, &imm))) {
+		if (n < 0) {
+			rsx_conn_fail(c, n, "message queue overrun");
+			break;
+		}
+		rsx_conn_recv(c, imm);
+		total++;
+	}
+	return total;
+}
+
+/* A queue entry is free again once it is read: nothing to give back. */
+static int rsx_shm_repost(struct rsx_conn *c, uint32_t n)
+{
+	(void)c, (void)n;
+	return 0;
+}
+
 /* 0: the next message will signal our eventfd (the caller looks again). */
-int rsx_shm_arm(struct rsx_conn *c)
+static int rsx_shm_arm(struct rsx_conn *c)
 {
 	__atomic_store_n(&c->shm_rxq->armed, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	return 0;
 }
 
-void rsx_shm_event(struct rsx_conn *c)
+static void rsx_shm_event(struct rsx_conn *c)
 {
 	uint64_t v;
 
@@ -271,7 +302,7 @@ void rsx_shm_event(struct rsx_conn *c)
  * answers a send to a closed peer with a reset, this send has gone and
  * the next fails with EPIPE (the caller's rsx_epipe: SIGPIPE too).
  */
-void rsx_shm_sent(struct rsx_conn *c)
+static void rsx_shm_sent(struct rsx_conn *c)
 {
 	if (__atomic_load_n(&c->shm_txq->here, __ATOMIC_ACQUIRE))
 		return;
@@ -287,7 +318,7 @@ void rsx_shm_sent(struct rsx_conn *c)
  * Is the peer's process alive?  Its pidfd polls readable once it has
  * exited; a pid that is gone altogether fails pidfd_open.
  */
-int rsx_shm_alive(const struct rsx_conn *c)
+static int rsx_shm_alive(const struct rsx_conn *c)
 {
 	struct pollfd pfd;
 	int fd, ret;
@@ -305,3 +336,43 @@ int rsx_shm_alive(const struct rsx_conn *c)
 	rsx_libc.close(fd);
 	return !(ret > 0 && (pfd.revents & POLLIN));
 }
+
+/*
+ * No transport to ask: is the peer's process still there, with the
+ * memory mapped?  Answered at once.
+ */
+static int rsx_shm_ping(struct rsx_conn *c)
+{
+	c->sq_done = ++c->sq_posted;
+	if (rsx_shm_alive(c))
+		return 0;
+	/*
+	 * A client that never cut over and let go (its whole stream went on
+	 * TCP before our answer was of use): TCP carries on, as after the
+	 * deadline's ping (rsx_cut_abandoned).
+	 */
+	if (!c->peer_cutover && !c->tx_ring)
+		c->cut_ping = 1;
+	rsx_conn_fail(c, -ECONNRESET, "the peer's memory or process is gone");
+	return 0;
+}
+
+static int rsx_shm_channel(const struct rsx_conn *c)
+{
+	return c->shm_evfd;
+}
+
+const struct rsx_transport rsx_shm_transport = {
+	.name = "shm",
+	.hello = rsx_shm_hello,
+	.connect = rsx_shm_connect,
+	.post = rsx_shm_post,
+	.posted = rsx_shm_sent,
+	.poll = rsx_shm_poll,
+	.repost = rsx_shm_repost,
+	.ping = rsx_shm_ping,
+	.arm = rsx_shm_arm,
+	.event = rsx_shm_event,
+	.channel = rsx_shm_channel,
+	.destroy = rsx_shm_destroy,
+};

@@ -9,8 +9,8 @@
 struct rsx_conn;
 
 /*
- * The shared-memory transport: the ring protocol of conn.h between two
- * processes of one host, with stores where RDMA has writes.
+ * The shared-memory transport (transport.h): the ring protocol of conn.h
+ * between two processes of one host, with stores where RDMA has writes.
  *
  * The server makes one memfd per connection, sealed against shrinking
  * and growing, and maps it; the client maps it once the server has shown
@@ -51,15 +51,7 @@ struct rsx_shm_q {
 	uint32_t imm[RSX_SHM_DEPTH];
 };
 
+/* A connection on the shared-memory transport (transport.h), no memory yet. */
 int rsx_shm_create(uint32_t ring_size, struct rsx_conn **out);
-int rsx_shm_connect(struct rsx_conn *c, const struct rsx_hello *peer);
-void rsx_shm_destroy(struct rsx_conn *c);
-void rsx_shm_hello(const struct rsx_conn *c, struct rsx_hello *h);
-void rsx_shm_put(struct rsx_conn *c, uint32_t imm);
-int rsx_shm_next(struct rsx_conn *c, uint32_t *imm);
-int rsx_shm_arm(struct rsx_conn *c);
-void rsx_shm_event(struct rsx_conn *c);
-int rsx_shm_alive(const struct rsx_conn *c);
-void rsx_shm_sent(struct rsx_conn *c);
 
 #endif

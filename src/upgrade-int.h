@@ -49,7 +49,7 @@ static inline int rsx_may_move(const struct rsx_sock *s)
 }
 
 /*
- * Why a connection stays TCP when rsx_conn_create() or rsx_conn_connect()
+ * Why a connection stays TCP when rsx_rdma_create() or rsx_conn_connect()
  * failed with err: RSOCKX_MAX_QPS (-EDQUOT), RSOCKX_PIN_MAX (-ENOSR, from
  * the pools), or anything else.
  */

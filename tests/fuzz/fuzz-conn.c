@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Fuzz target: the queue-pair side of an upgraded connection (src/conn.c):
+ * Fuzz target: the queue-pair side of an upgraded connection (src/conn.c
+ * over src/rdma.c):
  * the immediate-data decoder and the checks of the peer's credit and
  * cut-over counters, driven through the public entry points
  * rsx_conn_poll(), rsx_conn_read(), rsx_conn_write(), rsx_conn_cutover()
@@ -365,6 +366,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	c->ctrl_out = (struct rsx_ctrl *)(c->txmem + sim.peer_ring);
 	if (!c->rxmem || !c->txmem || !sim.peer_mem)
 		abort();
+	c->tp = &rsx_rdma_transport;
 	c->qp = &qp;
 	c->cq = &cq;
 	c->stage_mr = &stage_mr;
