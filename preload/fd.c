@@ -48,6 +48,18 @@ RSX_EXPORT int fclose(FILE *stream)
 	return ret;
 }
 
+/*
+ * fdopen() of a socket: stdio's bytes go past the shim from now on, so
+ * the engine keeps that connection on TCP (rsx_sock_stdio).
+ */
+RSX_EXPORT FILE *fdopen(int fd, const char *mode)
+{
+	rsx_trace_call("fdopen", fd);
+	if (!rsx_guarded() && unlikely(rsx_fd_peek(fd) != NULL))
+		RSX_KEEP_ERRNO(rsx_sock_stdio(fd));
+	return RSX_REAL(fdopen)(fd, mode);
+}
+
 RSX_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
 	rsx_trace_call("close_range", first);

@@ -107,6 +107,23 @@ out:
 }
 
 /*
+ * s, counted, may not move out of band any more: another process holds
+ * it too, or stdio moves its bytes.  An accepted socket that has not
+ * shown whether an in-band HELLO leads its stream (SERVER_NEW, _STRIP)
+ * keeps looking for one, and only stops counting; the others are TCP
+ * now.  Under the socket's lock.
+ */
+static void rsx_oob_off(struct rsx_sock *s, enum rsx_stat why)
+{
+	if (rsx_state_counted(s->state)) {
+		rsx_to_tcp(s, why);
+	} else if (rsx_counts(s)) {
+		s->oob_ok = 0;
+		rsx_stat_inc(why);
+	}
+}
+
+/*
  * The process is about to execve() another program, which inherits fd: it
  * cannot use our RDMA resources, but it can use TCP (rsx_downgrade).
  * Should the exec fail, this process goes on with plain TCP just the same.
@@ -144,11 +161,10 @@ int rsx_sock_exec_inherit(struct rsx_sock *s, int fd, int self)
 		rsx_sock_exec_downgrade(s, fd);	/* TCP now */
 		return 1;
 	}
-	if (!self && rsx_state_counted(s->state)) {
+	if (!self && rsx_counts(s)) {
 		/* bytes counted here no longer tell where the stream is */
 		rsx_sock_lock(s);
-		if (rsx_state_counted(s->state))
-			rsx_to_tcp(s, RSX_STAT_fallback_fork);
+		rsx_oob_off(s, RSX_STAT_fallback_fork);
 		rsx_sock_unlock(s);
 		return 0;
 	}
@@ -162,6 +178,31 @@ int rsx_sock_exec_inherit(struct rsx_sock *s, int fd, int self)
 	}
 	rsx_sock_unlock(s);
 	return 1;
+}
+
+/*
+ * fdopen() of a socket: from now on the program's stdio moves its bytes
+ * by libc's own read() and write(), past the shim (busybox wget, ftp
+ * clients).  A counted socket would be upgraded under bytes it never
+ * counted, which the CUTOVER's proof then breaks with a reset; an
+ * upgraded one would leave ring bytes that stdio never reads.  Both go
+ * to TCP for good, the upgraded one by a DOWNGRADE as for an exec.
+ */
+void rsx_sock_stdio(int fd)
+{
+	struct rsx_sock *s = rsx_fd_get(fd);
+
+	if (!s)
+		return;
+	if (s->state == RSX_ST_UPGRADED || s->state == RSX_ST_CLIENT_HELLO) {
+		if (!rsx_sock_exec_downgrade(s, fd))
+			rsx_stat_inc(RSX_STAT_fallback_stdio);
+	} else {
+		rsx_sock_lock(s);
+		rsx_oob_off(s, RSX_STAT_fallback_stdio);
+		rsx_sock_unlock(s);
+	}
+	rsx_sock_put(s);
 }
 
 /*
@@ -181,7 +222,7 @@ static void rsx_vfork_mark(struct rsx_sock *s)
 {
 	if (s->kind != RSX_SOCK_TCP ||
 	    (s->state != RSX_ST_UPGRADED && s->state != RSX_ST_CLIENT_HELLO &&
-	     !rsx_state_counted(s->state)))
+	     !rsx_counts(s)))
 		return;
 	atomic_store(&s->vfork_exec, 1);
 	atomic_store(&rsx_vfork_marks, 1);
@@ -239,8 +280,8 @@ int rsx_vfork_serve(void)
 			if (s->state == RSX_ST_UPGRADED ||
 			    s->state == RSX_ST_CLIENT_HELLO)
 				rsx_downgrade(s, fd, 1);
-			else if (rsx_state_counted(s->state))
-				rsx_to_tcp(s, RSX_STAT_fallback_fork);
+			else
+				rsx_oob_off(s, RSX_STAT_fallback_fork);
 		}
 		rsx_sock_unlock(s);
 		rsx_sock_put(s);

@@ -45,7 +45,7 @@ int __fxstat64(int ver, int fd, struct stat64 *buf);
 #define RSX_LIBC_FUNCS(X) \
 	X(socket, NULL) X(socketpair, NULL) X(bind, NULL) X(listen, NULL) \
 	X(accept, NULL) X(accept4, NULL) X(connect, NULL) X(shutdown, NULL) \
-	X(close, NULL) X(close_range, NULL) X(closefrom, NULL) X(fclose, NULL) \
+	X(close, NULL) X(close_range, NULL) X(closefrom, NULL) X(fclose, NULL) X(fdopen, NULL) \
 	X(read, NULL) X(write, NULL) X(readv, NULL) X(writev, NULL) \
 	X(recv, NULL) X(recvfrom, NULL) X(recvmsg, NULL) X(recvmmsg, NULL) \
 	X(send, NULL) X(sendto, NULL) X(sendmsg, NULL) X(sendmmsg, NULL) \

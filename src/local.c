@@ -63,19 +63,68 @@ static void rsx_local_close(int *fd)
 	*fd = -1;
 }
 
-/* 127.0.0.0/8, ::1 and ::ffff:127.0.0.0/104: the loopback addresses. */
-int rsx_local_dst(const struct sockaddr *sa)
+/*
+ * Another address of this host (of this network namespace): the route to
+ * it is a local one, whose source is the address itself.  A UDP connect()
+ * asks the routing tables without sending anything.  A bind() test would
+ * be fooled by ip_nonlocal_bind; this is not.  No cache: addresses come
+ * and go, and the connect() this runs for costs far more.
+ */
+static int rsx_local_route(const struct sockaddr *sa, socklen_t salen)
+{
+	struct sockaddr_storage dst, src;
+	socklen_t len = sizeof(src);
+	uint8_t a[16], b[16];
+	uint16_t port;
+	int fd, ret = 0;
+
+	memset(&dst, 0, sizeof(dst));
+	memcpy(&dst, sa, salen);
+	/* a UDP connect() to port 0 is refused */
+	if (dst.ss_family == AF_INET)
+		((struct sockaddr_in *)&dst)->sin_port = htons(9);
+	else
+		((struct sockaddr_in6 *)&dst)->sin6_port = htons(9);
+	fd = rsx_libc.socket(dst.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	if (!rsx_libc.connect(fd, (struct sockaddr *)&dst, salen) &&
+	    !rsx_libc.getsockname(fd, (struct sockaddr *)&src, &len) &&
+	    !rsx_oob_addr(&dst, a, &port) && !rsx_oob_addr(&src, b, &port))
+		ret = !memcmp(a, b, 16);
+	rsx_libc.close(fd);
+	return ret;
+}
+
+/*
+ * A destination on this host: loopback, or one of its own addresses.
+ * sa and len are the program's, before the kernel has looked at them.
+ */
+int rsx_local_dst(const struct sockaddr *sa, socklen_t len)
 {
 	static const uint8_t one[16] = { [15] = 1 };
+	static const uint8_t any[16];
+	socklen_t need;
 	uint8_t a[16];
 	uint16_t port;
 
-	if (rsx_oob_addr(sa, a, &port))
+	if (len < sizeof(sa->sa_family))
 		return 0;
-	if (!memcmp(a, one, 16))
+	need = sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) :
+	       sizeof(struct sockaddr_in6);
+	if (len < need || rsx_oob_addr(sa, a, &port))
+		return 0;
+	/* ::1, 127.0.0.0/8 (as ::ffff:127.0.0.0/104) */
+	if (!memcmp(a, one, 16) ||
+	    (a[10] == 0xff && a[11] == 0xff && !memcmp(a, one, 10) &&
+	     a[12] == 127))
 		return 1;
-	return a[10] == 0xff && a[11] == 0xff && !memcmp(a, one, 10) &&
-	       a[12] == 127;
+	/* 0.0.0.0 and :: connect to this host too, and have no route */
+	if (!memcmp(a, any, 16) ||
+	    (a[10] == 0xff && a[11] == 0xff && !memcmp(a, any, 10) &&
+	     !memcmp(a + 12, any, 4)))
+		return 1;
+	return rsx_local_route(sa, need);
 }
 
 /* The rendezvous of addr and port (network byte order). */

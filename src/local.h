@@ -29,7 +29,7 @@ struct rsx_conn;
  * it has not seen; neither keeps the other's TCP socket past the check.
  */
 
-int rsx_local_dst(const struct sockaddr *sa);
+int rsx_local_dst(const struct sockaddr *sa, socklen_t len);
 void rsx_local_listen(struct rsx_sock *s, int fd);
 void rsx_local_unlisten(struct rsx_sock *s);
 

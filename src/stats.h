@@ -86,7 +86,8 @@
 	X(fork_alone)		/* a socket fork() shared is one process's again */ \
 	X(shm_upgrades)		/* upgraded onto shared memory (same host) */ \
 	X(shm_tx_bytes)		/* application bytes sent over shared memory */ \
-	X(shm_rx_bytes)		/* ... received over shared memory */
+	X(shm_rx_bytes)		/* ... received over shared memory */ \
+	X(fallback_stdio)	/* TCP for good: fdopen()ed, stdio's I/O */
 
 enum rsx_stat {
 #define RSX_STAT_ENUM(name) RSX_STAT_##name,

@@ -170,7 +170,7 @@ void rsx_on_connect_prepare(int fd, const struct sockaddr *sa, socklen_t len)
 	 * A server on this host: asked on its Unix socket at once, for
 	 * shared memory (local.h); no probe, no RDMA device.
 	 */
-	if (rsx_config.local && rsx_config.oob && rsx_local_dst(sa)) {
+	if (rsx_config.local && rsx_config.oob && rsx_local_dst(sa, len)) {
 		s->inband_try = 0;
 		s->local = 1;
 		s->action = RSX_ACT_OOB;

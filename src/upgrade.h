@@ -38,6 +38,7 @@ void rsx_sock_accepted(struct rsx_sock *s);
 void rsx_exit_flush(void);
 int rsx_sock_exec_downgrade(struct rsx_sock *s, int fd);
 int rsx_sock_exec_inherit(struct rsx_sock *s, int fd, int self);
+void rsx_sock_stdio(int fd);
 void rsx_vfork_dup(int oldfd);
 void rsx_vfork_exec(void);
 int rsx_vfork_serve(void);

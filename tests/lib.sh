@@ -43,4 +43,6 @@ wait_port() {
 preload() { LD_PRELOAD="$RSOCKX_PRELOAD${LD_PRELOAD:+:$LD_PRELOAD}" "$@"; }
 
 tmpdir=$(mktemp -d "${TMPDIR:-/tmp}/rsockx-test.XXXXXX")
-trap 'rc=$?; kill $(jobs -p) 2>/dev/null; rm -rf "$tmpdir"; exit $rc' EXIT
+# at_exit: one more command for the end (a network namespace to delete)
+at_exit=
+trap 'rc=$?; kill $(jobs -p) 2>/dev/null; eval "$at_exit"; rm -rf "$tmpdir"; exit $rc' EXIT

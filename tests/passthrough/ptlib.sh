@@ -100,7 +100,7 @@ untraced() {
 wait_listen() {
 	local port=$1 tries=$((${2:-10} * 20))
 	while [ "$tries" -gt 0 ]; do
-		[ -n "$(ss -Hltn "sport = :$port" 2>/dev/null)" ] && return 0
+		[ -n "$(${PT_NETNS:+ip netns exec "$PT_NETNS"} ss -Hltn "sport = :$port" 2>/dev/null)" ] && return 0
 		sleep 0.05
 		tries=$((tries - 1))
 	done

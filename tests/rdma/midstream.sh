@@ -312,4 +312,42 @@ if command -v iperf3 >/dev/null; then
 else
 	skip "iperf3 not installed"
 fi
+# --- a client that talks through stdio ----------------------------------------
+# tests/prog/stdioc does what busybox wget does: fdopen() on its socket,
+# after which libc moves its bytes past the library.  Given 5 s after
+# connect(), the out-of-band upgrade lands before the fdopen(), which
+# takes the connection back to TCP (a DOWNGRADE, as for an exec); at once
+# (0 ms), the connection stays TCP.  Before, the client's reads took the
+# kernel's socket while the echo came by the ring: nothing came back.
+stdio_echo() {
+	local l=$1 ms=$2 port
+	port=$(vm_port)
+	rm -f "$tmpdir/$l.client"
+	app_srv "$l" "$PYTHON" -c '
+import socket, sys
+l = socket.socket()
+l.bind((sys.argv[1], int(sys.argv[2])))
+l.listen()
+c = l.accept()[0]
+while True:
+    d = c.recv(65536)
+    if not d:
+        break
+    c.sendall(d)
+c.close()' $HOST_B "$port"
+	app_wait "$port" || { app_stop KILL; app_fail "$l"; return 1; }
+	app_cli "$l" "$abs_top_builddir/tests/prog/stdioc" $HOST_B "$port" 300000 "$ms" &&
+		reap "$APP_SPID" 30 && grep -qx 'stdioc: ok 300000' "$tmpdir/$l.client"
+}
+for ms in 5000 0; do
+	l=stdio$ms
+	rc=0
+	stdio_echo "$l" "$ms" || rc=1
+	check "$l: every byte of the stdio client's came back ($(tail -n 1 "$tmpdir/$l.client" 2>/dev/null))" \
+		test $rc = 0
+	check "$l: the client kept it on TCP for stdio (fallback_stdio $(stat_of "$tmpdir/$l.cstats" fallback_stdio)), nothing broke (conn_errors $(stat_of "$tmpdir/$l.sstats" conn_errors)/$(stat_of "$tmpdir/$l.cstats" conn_errors))" \
+		test "$(stat_of "$tmpdir/$l.cstats" fallback_stdio)$(stat_of "$tmpdir/$l.sstats" conn_errors)$(stat_of "$tmpdir/$l.cstats" conn_errors)" = 100
+done
+check "stdio5000: the connection was on RDMA before the fdopen() (client midstream_upgrades $(stat_of "$tmpdir/stdio5000.cstats" midstream_upgrades), server $(stat_of "$tmpdir/stdio5000.sstats" midstream_upgrades))" \
+	test "$(stat_of "$tmpdir/stdio5000.cstats" midstream_upgrades)$(stat_of "$tmpdir/stdio5000.sstats" midstream_upgrades)" = 11
 done_testing

@@ -19,6 +19,10 @@ NETDEV_B=vethB
 GID_INDEX=1 # RoCE v2, IPv4-mapped (index 0 is the fe80:: link-local GID)
 RSPRELOAD=${RSPRELOAD:-/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so}
 in_vm() { [ "${RSOCKX_IN_VM:-}" = 1 ]; }
+# A and B are two addresses of one host: with same-host upgrades on
+# (RSOCKX_LOCAL), their connections would take shared memory, not the
+# queue pairs that these tests are about.
+export RSOCKX_LOCAL=0
 
 # vm_net_paths: the IPv6 addresses, the routes of tables 10 and 11 (each
 # veth end reaches the other end's addresses over the wire) and the static
