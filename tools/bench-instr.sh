@@ -7,7 +7,7 @@
 # prints numbers.  Wall-clock numbers in that VM move by a third between
 # runs (rsockx-ab); instruction counts do not.
 #
-#   tools/bench-instr.sh [--n1 N] [--n2 N] [--columns LIST] [--annotate] [--quick]
+#   tools/bench-instr.sh [--local] [--n1 N] [--n2 N] [--columns LIST] [--annotate] [--quick]
 #
 # Each column runs tests/stream/rsx-stream's ping-pong (-P) twice, N1 and
 # N2 round trips, server and client both under callgrind, and reports per
@@ -26,6 +26,13 @@
 # run.  The "rsockx, no spin" column (RSOCKX_SPIN_US=0) has none: every
 # wait arms the CQ and sleeps, the same work every time.
 # --columns: some of tcp rsockx nospin rspreload (default all four).
+# --local: on this machine, over loopback, no VM: plain TCP, rsockx over
+# shared memory (RSOCKX_LOCAL=1; "shm" and "shm, no spin"), and a Unix
+# domain socket (rsx-stream -U), the kernel's own best local path.  The
+# kernel's share (TCP's and Unix sockets' stacks, eventfd wake-ups) is
+# not counted there either; the shared-memory columns make no system
+# call while they spin.
+# --columns with --local: some of tcp shm nospin unix (default all four).
 # --quick: 100 and 300 round trips.
 # --annotate also prints where the client's instructions go in the "rsockx,
 # no spin" column, per round trip and function (self cost, N2 run minus N1
@@ -37,9 +44,11 @@ set -uo pipefail
 
 usage() { sed -n '2,/^set -uo/{/^#/s/^# \{0,1\}//p}' "$0"; exit "${1:-2}"; }
 
-n1=1000 n2=5000 annotate=0 cols="tcp rsockx nospin rspreload"
+n1=1000 n2=5000 annotate=0 local=0
+unset cols
 while [ $# -gt 0 ]; do
 	case $1 in
+	--local) local=1; shift ;;
 	--n1) n1=$2; shift 2 ;;
 	--n2) n2=$2; shift 2 ;;
 	--columns) cols=$2; shift 2 ;;
@@ -52,15 +61,19 @@ done
 case "$n1$n2" in *[!0-9]*|'') echo "bench-instr: --n1 and --n2 take numbers" >&2; exit 2 ;; esac
 [ "$n1" -ge 1 ] && [ "$n2" -gt "$n1" ] ||
 	{ echo "bench-instr: want 1 <= N1 < N2 (got $n1, $n2)" >&2; exit 2; }
+if [ $local = 1 ]; then
+	known="tcp shm nospin unix"
+else
+	known="tcp rsockx nospin rspreload"
+fi
+cols=${cols-$known}
 for c in $cols; do
-	case $c in
-	tcp|rsockx|nospin|rspreload) ;;
-	*) echo "bench-instr: unknown column $c (tcp rsockx nospin rspreload)" >&2; exit 2 ;;
-	esac
+	[[ " $known " == *" $c "* ]] ||
+		{ echo "bench-instr: unknown column $c ($known)" >&2; exit 2; }
 done
 [ -n "$cols" ] || { echo "bench-instr: --columns is empty" >&2; exit 2; }
 
-if [ "${RSOCKX_IN_VM:-}" != 1 ]; then
+if [ $local = 0 ] && [ "${RSOCKX_IN_VM:-}" != 1 ]; then
 	here=$(cd "$(dirname "$0")" && pwd)
 	args=(--n1 "$n1" --n2 "$n2" --columns "$cols")
 	[ $annotate = 1 ] && args+=(--annotate)
@@ -68,8 +81,21 @@ if [ "${RSOCKX_IN_VM:-}" != 1 ]; then
 		"$here/bench-instr.sh" "${args[@]}"
 fi
 
-# --- in the guest -------------------------------------------------------------
-. "$abs_top_srcdir/tests/vm/lib.sh"
+if [ $local = 1 ]; then
+	# --- on this machine: loopback, no device ----------------------------------
+	: "${abs_top_builddir:?run from the build tree (make bench-instr-local)}"
+	: "${RSOCKX_PRELOAD:=${RSOCKX_LIB:-$abs_top_builddir/.libs/librsockx.so}}"
+	HOST_A=127.0.0.1 HOST_B=127.0.0.1 RSPRELOAD=
+	vm_port() {
+		python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+	}
+	rxe_snap() { :; }
+	rxe_total() { echo 0; }
+	export RSOCKX_LOCAL=1
+else
+	# --- in the guest -----------------------------------------------------------
+	. "$abs_top_srcdir/tests/vm/lib.sh"
+fi
 STREAM=$abs_top_builddir/tests/stream/rsx-stream
 [ -x "$STREAM" ] || { echo "bench-instr: $STREAM not built (make builds it)"; exit 2; }
 command -v valgrind >/dev/null ||
@@ -96,13 +122,22 @@ said() { grep -v '^==[0-9]*==' "$1" | tail -n 3 | tr '\n' ' '; }
 # one COL N PRELOAD SPIN: one ping-pong of N round trips; prints
 # "CLIENT_INSTR SERVER_INSTR PATH" or fails with what went wrong
 one() {
-	local col=$1 n=$2 pre=$3 spin=$4 port sp cp snap t i path conf=
+	local col=$1 n=$2 pre=$3 spin=$4 port sp cp snap t i path conf= where swhere
 	port=$(vm_port)
 	rm -f "$dir/$col.$n".*
-	[ "$col" = rsockx ] || [ "$col" = nospin ] && conf=$dir/rdma.conf
+	[ $local = 0 ] && { [ "$col" = rsockx ] || [ "$col" = nospin ]; } &&
+		conf=$dir/rdma.conf
+	# where: the server's and the client's address words
+	if [ "$col" = unix ]; then
+		where=(-U "$dir/sock")
+		swhere=("${where[@]}")
+	else
+		where=(-c $HOST_B -b $HOST_A -p "$port")
+		swhere=(-l $HOST_B -p "$port")
+	fi
 	snap=$(rxe_snap)
 	cg "$dir/$col.$n.scg" "${pre:+$dir/$col.$n.sst}" "$pre" "$spin" \
-		"$STREAM" server -l $HOST_B -p "$port" -P "$n" >"$dir/$col.$n.sout" 2>&1 &
+		"$STREAM" server "${swhere[@]}" -P "$n" >"$dir/$col.$n.sout" 2>&1 &
 	sp=$!
 	for ((i = 0; i < 600; i++)); do
 		grep -q 'rsx-stream: listening' "$dir/$col.$n.sout" && break
@@ -110,7 +145,7 @@ one() {
 		sleep 0.1
 	done
 	RSOCKX_CONF=$conf cg "$dir/$col.$n.ccg" "${pre:+$dir/$col.$n.cst}" "$pre" "$spin" \
-		"$STREAM" client -c $HOST_B -b $HOST_A -p "$port" -P "$n" \
+		"$STREAM" client "${where[@]}" -P "$n" \
 		>"$dir/$col.$n.cout" 2>&1 &
 	cp=$!
 	# the client within 300 s, then the server (it writes its profile)
@@ -125,8 +160,23 @@ one() {
 	grep -q "rsx-stream: ok pingpong n=$n " "$dir/$col.$n.cout" ||
 		{ echo "no ping-pong result: $(said "$dir/$col.$n.cout")"; return 1; }
 	t=$(rxe_total "$snap")
-	case $col in
-	rsockx|nospin)
+	case $local$col in
+	1shm|1nospin)
+		# both ends on shared memory, the ping-pongs over its rings
+		if grep -q '\bshm_upgrades=1\b' "$dir/$col.$n.cst" &&
+			grep -q '\bshm_upgrades=1\b' "$dir/$col.$n.sst" &&
+			! grep -q '\brdma_rx_bytes=[1-9]' "$dir/$col.$n.cst" "$dir/$col.$n.sst"; then
+			path="shm ($(grep -o ' shm_rx_bytes=[0-9]*' "$dir/$col.$n.cst" |
+				awk -F= '{ s += $2 } END { print s + 0 }') bytes to the client)"
+		else
+			echo "rsockx did not move onto shared memory: $(cat "$dir/$col.$n.cst" "$dir/$col.$n.sst" 2>/dev/null | tr '\n' ' ')"
+			return 1
+		fi ;;
+	1unix)
+		path="unix socket" ;;
+	1tcp)
+		path="tcp" ;;
+	0rsockx|0nospin)
 		# both ends' counters: upgraded, the bytes over the ring
 		if grep -q '\bupgraded=1\b' "$dir/$col.$n.cst" &&
 			grep -q '\bupgraded=1\b' "$dir/$col.$n.sst" && [ "$t" -gt 0 ]; then
@@ -135,20 +185,27 @@ one() {
 			echo "rsockx did not upgrade: $(cat "$dir/$col.$n.cst" "$dir/$col.$n.sst" 2>/dev/null | tr '\n' ' ')"
 			return 1
 		fi ;;
-	rspreload)
+	0rspreload)
 		[ "$t" -gt 0 ] || { echo "librspreload moved no rxe packet"; return 1; }
 		path="rsocket ($t rxe packets)" ;;
-	tcp)
+	0tcp)
 		path="tcp ($t rxe packets)" ;;
 	esac
 	echo "$(total "$dir/$col.$n.ccg") $(total "$dir/$col.$n.scg") $path"
 }
 
 declare -A title=([tcp]="plain TCP" [rsockx]="rsockx" [nospin]="rsockx, no spin"
-	[rspreload]="librspreload")
-echo "bench-instr: 64-byte ping-pong between hosts A and B (rxe), rsx-stream -P;"
-echo "  callgrind instructions per round trip, user space only (the kernel's"
-echo "  share, plain TCP's stack and rxe's, is not counted), ($n2 - $n1 round trips)"
+	[rspreload]="librspreload" [shm]="rsockx (shm)" [unix]="Unix socket")
+if [ $local = 1 ]; then
+	title[nospin]="rsockx (shm), no spin"
+	echo "bench-instr: 64-byte ping-pong on loopback, this machine, rsx-stream -P;"
+	echo "  callgrind instructions per round trip, user space only (the kernel's"
+	echo "  share, the TCP and Unix socket stacks, is not counted), ($n2 - $n1 round trips)"
+else
+	echo "bench-instr: 64-byte ping-pong between hosts A and B (rxe), rsx-stream -P;"
+	echo "  callgrind instructions per round trip, user space only (the kernel's"
+	echo "  share, plain TCP's stack and rxe's, is not counted), ($n2 - $n1 round trips)"
+fi
 if [ ! -e "$RSPRELOAD" ] && [[ " $cols " == *" rspreload "* ]]; then
 	cols=${cols/rspreload/}
 	echo "  librspreload column left out: $RSPRELOAD not found (Debian package librdmacm1)"
@@ -158,7 +215,7 @@ fail=0
 for col in $cols; do
 	pre= spin= r1= r2=
 	case $col in
-	rsockx) pre=$RSOCKX_PRELOAD ;;
+	rsockx|shm) pre=$RSOCKX_PRELOAD ;;
 	nospin) pre=$RSOCKX_PRELOAD spin=0 ;;
 	rspreload) pre=$RSPRELOAD ;;
 	esac

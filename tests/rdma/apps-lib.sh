@@ -417,6 +417,9 @@ app_upgraded() {
 	check "$label: both ends upgraded >= $n connections (server $s, client $c)" \
 		test "$s" -ge "$n" -a "$c" -ge "$n"
 	check "$label: >= $bytes bytes over RDMA ($b)" test "$b" -ge "$bytes"
+	# where connections stayed TCP, why (the clients' fallback counters)
+	diag "$label: client fallbacks: $(tr ' ' '\n' <"$tmpdir/$label.cstats" 2>/dev/null |
+		grep -E '^(fallback_|probe_)' | grep -v '=0$' | tr '\n' ' ')"
 	check "$label: no upgraded connection broke" test \
 		"$(stat_of "$tmpdir/$label.sstats" conn_errors)$(stat_of "$tmpdir/$label.cstats" conn_errors)" = 00
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * rsx-stream: a TCP test peer that checks every byte.
+ * rsx-stream: a TCP (or Unix domain stream socket) test peer that checks
+ * every byte.
  *
  * Both ends send a pseudo-random byte stream (xorshift, seeded per
  * direction) in random-sized pieces through a random choice of write, send,
@@ -11,6 +12,12 @@
  *
  *   rsx-stream server -p PORT [-l ADDR] [-6] [options]
  *   rsx-stream client -c HOST -p PORT [-b BIND] [options]
+ *   rsx-stream server|client -U PATH [options]
+ *     -U PATH   a Unix domain stream socket at PATH instead of TCP (the
+ *               kernel's own local path, without TCP; rsockx-ab's "Unix
+ *               socket" column): the server removes PATH if it is there,
+ *               binds and listens, the client connects to PATH; -c, -l,
+ *               -p, -b and -6 are then ignored
  *   options (both ends must agree):
  *     -n BYTES  bytes each way (default 1M; 0: none that way, see -d)
  *     -d c2s|s2c|both   direction of the data (default both)
@@ -62,7 +69,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__)
@@ -562,6 +571,29 @@ static int tcp_socket(const char *host, const char *port, int passive,
 	return socket((*res)->ai_family, SOCK_STREAM, 0);
 }
 
+/* -U: a Unix domain stream socket and the address of PATH */
+static int unix_socket(const char *path, struct sockaddr_un *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sa->sun_path)) {
+		fprintf(stderr, "rsx-stream: %s: socket path too long (at most "
+			"%zu bytes)\n", path, sizeof(sa->sun_path) - 1);
+		exit(2);
+	}
+	strcpy(sa->sun_path, path);
+	return socket(AF_UNIX, SOCK_STREAM, 0);
+}
+
+/* -U server: a socket file left at PATH (an earlier run) goes */
+static void unlink_socket(const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) && unlink(path))
+		die("unlink");
+}
+
 /* -B: before listen() or connect(), so that the window scale fits */
 static void set_bufs(int fd)
 {
@@ -574,7 +606,9 @@ static void set_bufs(int fd)
 int main(int argc, char **argv)
 {
 	const char *host = NULL, *port = NULL, *bindaddr = NULL;
+	const char *unix_path = NULL;
 	struct addrinfo *ai, *bi;
+	struct sockaddr_un sa_un;
 	int opt, fd, lfd = -1, one = 1, family = AF_UNSPEC, conn_stats = 0;
 	uint64_t *conn_ns = NULL, t_all = 0, t_conn;
 	unsigned int nconn;
@@ -585,7 +619,7 @@ int main(int argc, char **argv)
 	}
 	is_server = !strcmp(argv[1], "server");
 	optind = 2;
-	while ((opt = getopt(argc, argv, "c:l:p:b:n:d:M:s:fHuP:T:6r:w:kB:D:C")) != -1) {
+	while ((opt = getopt(argc, argv, "c:l:p:b:n:d:M:s:fHuP:T:6r:w:kB:D:CU:")) != -1) {
 		switch (opt) {
 		case 'c': host = optarg; break;
 		case 'l': host = optarg; break;
@@ -610,16 +644,29 @@ int main(int argc, char **argv)
 		case 'B': sockbuf = atoi(optarg); break;
 		case 'D': pace_us = strtoul(optarg, NULL, 0); break;
 		case 'C': conn_stats = 1; break;
+		case 'U': unix_path = optarg; break;
 		default: return 2;
 		}
 	}
-	if (!port || !maxpiece || (!is_server && !host)) {
-		fprintf(stderr, "rsx-stream: -p (and -c for a client) needed\n");
+	if (!maxpiece || (!unix_path && (!port || (!is_server && !host)))) {
+		fprintf(stderr, "rsx-stream: -p (and -c for a client), or -U, "
+			"needed\n");
 		return 2;
 	}
 	if (keepgoing)
 		signal(SIGPIPE, SIG_IGN);
-	if (is_server) {
+	if (is_server && unix_path) {
+		lfd = unix_socket(unix_path, &sa_un);
+		if (lfd < 0)
+			die("socket");
+		unlink_socket(unix_path);
+		set_bufs(lfd);
+		if (bind(lfd, (struct sockaddr *)&sa_un, sizeof(sa_un)) ||
+		    listen(lfd, 16))
+			die("bind/listen");
+		printf("rsx-stream: listening\n");
+		fflush(stdout);
+	} else if (is_server) {
 		lfd = tcp_socket(host, port, 1, family, &ai);
 		if (lfd < 0)
 			die("socket");
@@ -646,6 +693,14 @@ int main(int argc, char **argv)
 				die("accept");
 			if (accept_wait_ms)
 				usleep(accept_wait_ms * 1000);
+		} else if (unix_path) {
+			fd = unix_socket(unix_path, &sa_un);
+			if (fd < 0)
+				die("socket");
+			set_bufs(fd);
+			if (connect(fd, (struct sockaddr *)&sa_un,
+				    sizeof(sa_un)))
+				die("connect");
 		} else {
 			fd = tcp_socket(host, port, 0, family, &ai);
 			if (fd < 0)
