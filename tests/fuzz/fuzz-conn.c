@@ -44,25 +44,6 @@
 #define SQ_DEPTH	64
 #define MAX_CQE		1024
 
-struct input {
-	const uint8_t *p;
-	size_t left;
-};
-
-static uint64_t take(struct input *in, unsigned int bytes)
-{
-	uint64_t v = 0;
-
-	while (bytes--) {
-		v = v << 8 | (in->left ? *in->p : 0);
-		if (in->left) {
-			in->p++;
-			in->left--;
-		}
-	}
-	return v;
-}
-
 /* The simulated device and peer. */
 static struct {
 	struct ibv_wc cqe[MAX_CQE];

@@ -33,25 +33,6 @@
 #include "fuzz.h"
 #include "shm.h"
 
-struct input {
-	const uint8_t *p;
-	size_t left;
-};
-
-static uint64_t take(struct input *in, unsigned int bytes)
-{
-	uint64_t v = 0;
-
-	while (bytes--) {
-		v = v << 8 | (in->left ? *in->p : 0);
-		if (in->left) {
-			in->p++;
-			in->left--;
-		}
-	}
-	return v;
-}
-
 /* The client's side of the stream, as far as it keeps to the protocol. */
 static struct {
 	uint64_t head;		/* bytes it announced in DATA messages */

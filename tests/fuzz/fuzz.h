@@ -24,4 +24,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 		}							\
 	} while (0)
 
+/* The input as a list of operations and their arguments, read in order. */
+struct input {
+	const uint8_t *p;
+	size_t left;
+};
+
+/* The next BYTES bytes, big-endian; missing bytes read as 0. */
+static inline uint64_t take(struct input *in, unsigned int bytes)
+{
+	uint64_t v = 0;
+
+	while (bytes--) {
+		v = v << 8 | (in->left ? *in->p : 0);
+		if (in->left) {
+			in->p++;
+			in->left--;
+		}
+	}
+	return v;
+}
+
 #endif
