@@ -17,10 +17,8 @@ APPS_MODE=rsockx
 . "$abs_top_srcdir/tests/rdma/apps-lib.sh"
 # Not a rule: the probe's deadline (1 s) is for real networks.  The rule
 # rdma makes redis-cli's first send wait for its process's first probe
-# (the RDMA libraries load inside it, ~0.6 s here); with other work on
-# the machine's two cores it overran the deadline, the answer counted as
-# no, and both 1 MB transfers stayed TCP (about 680,000 bytes over RDMA,
-# the benchmark's, in place of 1.68 MB).
+# (the RDMA libraries load inside it, ~0.6 s here), which other work on
+# the machine's two cores can make overrun it, as in the other VM tests.
 export RSOCKX_PROBE_TIMEOUT_MS=${RSOCKX_PROBE_TIMEOUT_MS:-10000}
 
 if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null; then
@@ -35,9 +33,14 @@ if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null; 
 		not_ok "redis-server listens"
 	fi
 	check "redis-server: clean shutdown (SIGTERM)" app_stop TERM
-	# benchmark: 4 connections per test and one for CONFIG, redis-cli: 2;
-	# the 1 MB SET leaves with the HELLO (TCP), the GET's answer is RDMA
-	app_upgraded redis 6 1000000
+	# benchmark: 4 connections per test and one for CONFIG, redis-cli: 2.
+	# The benchmark moves about 680,000 bytes over RDMA.  redis-cli's 1 MB
+	# SET leaves right behind the in-band HELLO, on TCP while the ACK is
+	# out, and so does the GET's answer when the server's first write
+	# comes before the client read its ACK: on a slow guest (the ASan
+	# pass) both stayed TCP with the probe's yes and no fallback at all
+	# (682,325 bytes).  The bytes the benchmark guarantees are checked.
+	app_upgraded redis 6 500000
 	rdma_only_dev "redis: rxe1 carried it (B to B)" "$s" rxe1
 else
 	skip "redis-server/redis-tools not installed"
