@@ -9,11 +9,9 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -58,7 +56,6 @@ struct rsx_conn *rsx_conn_alloc(uint32_t ring_size)
 	if (!c)
 		return NULL;
 	c->ring_size = ring_size;
-	c->shm_evfd = c->shm_peer_evfd = c->shm_memfd = -1;
 	c->kick_fd = rsx_fd_hide(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	if (c->kick_fd < 0) {
 		free(c);
@@ -78,6 +75,7 @@ void rsx_conn_destroy(struct rsx_conn *c)
 	rsx_fd_private_close(c->kick_fd);
 	free(c);
 }
+
 void rsx_conn_hello(struct rsx_conn *c, int type, struct rsx_hello *h)
 {
 	memset(h, 0, sizeof(*h));
@@ -183,7 +181,7 @@ static int rsx_repost(struct rsx_conn *c)
 
 	if (!c->rq_repost || c->err || c->peer_down)
 		return 0;
-	ret = c->tp->repost(c, c->rq_repost);
+	ret = c->tp->repost ? c->tp->repost(c, c->rq_repost) : 0;
 	if (ret) {
 		rsx_conn_fail(c, ret, "post_recv failed");
 		return ret;

@@ -43,6 +43,7 @@ int rsx_shm_create(uint32_t ring_size, struct rsx_conn **out)
 	if (!c)
 		return -ENOMEM;
 	c->shm = 1;
+	c->shm_evfd = c->shm_peer_evfd = c->shm_memfd = -1;
 	c->tp = &rsx_shm_transport;
 	*out = c;
 	return 0;
@@ -272,13 +273,6 @@ static int rsx_shm_poll(struct rsx_conn *c)
 	return total;
 }
 
-/* A queue entry is free again once it is read: nothing to give back. */
-static int rsx_shm_repost(struct rsx_conn *c, uint32_t n)
-{
-	(void)c, (void)n;
-	return 0;
-}
-
 /* 0: the next message will signal our eventfd (the caller looks again). */
 static int rsx_shm_arm(struct rsx_conn *c)
 {
@@ -369,7 +363,6 @@ const struct rsx_transport rsx_shm_transport = {
 	.post = rsx_shm_post,
 	.posted = rsx_shm_sent,
 	.poll = rsx_shm_poll,
-	.repost = rsx_shm_repost,
 	.ping = rsx_shm_ping,
 	.arm = rsx_shm_arm,
 	.event = rsx_shm_event,

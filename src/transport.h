@@ -24,10 +24,12 @@ struct rsx_conn;
  *   post       sends one message: len bytes at src (in the stage) to
  *              offset roff of the peer's ring, and imm; signal asks for
  *              a completion of this one (sq_posted, sq_done count them)
- *   posted     after a batch of posts (shared memory: is anyone there?)
+ *   posted     after a batch of posts (shared memory: is anyone there?;
+ *              NULL: nothing to do)
  *   poll       takes in what came, rsx_conn_recv() for each message,
  *              and the completions of our posts; returns how many
- *   repost     gives n more receives back to the peer's window
+ *   repost     gives n more receives back to the peer's window (NULL:
+ *              a queue entry is free again once it is read)
  *   ping       asks whether the peer is still there (a failure breaks
  *              the connection, later or at once)
  *   arm        asks for a wake-up on the channel; 0: none can be missed
