@@ -50,7 +50,7 @@ static int rsx_poll_call(void *arg, int wait, const sigset_t *mask)
 			errno = -n_;					\
 			r_ = -1;					\
 		} else {						\
-			r_ = rsx_ready_spin(rsx_poll_call, &(pc),	\
+			r_ = rsx_ready_spin(rsx_poll_call, &(pc), NULL,	\
 					    rsx_ready_ts_us((pc).ts), ss); \
 			RSX_KEEP_ERRNO(rsx_poll_leave(fds, &sv_));	\
 		}							\
@@ -181,11 +181,12 @@ RSX_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	return rsx_ret(ret);
 }
 
-/* The wait of an epoll_wait while connections are watched (rsx_ready_call). */
+/*
+ * The wait of an epoll_wait while connections are watched (rsx_ready_call):
+ * into out.ev after the out.n events the spin put there itself.
+ */
 struct rsx_epoll_call {
-	int epfd;
-	struct epoll_event *ev;
-	int max;
+	struct rsx_epoll_out out;
 	int timeout;
 	int pwait2;		/* epoll_pwait2, with ts instead of timeout */
 	const struct timespec *ts;
@@ -194,16 +195,16 @@ struct rsx_epoll_call {
 static int rsx_epoll_call(void *arg, int wait, const sigset_t *mask)
 {
 	struct rsx_epoll_call *a = arg;
+	struct epoll_event *ev = a->out.ev + a->out.n;
+	int epfd = a->out.epfd, max = a->out.max - a->out.n;
 
 	if (!wait)
-		return RSX_REAL(epoll_wait)(a->epfd, a->ev, a->max, 0);
+		return RSX_REAL(epoll_wait)(epfd, ev, max, 0);
 	if (a->pwait2)
-		return RSX_REAL(epoll_pwait2)(a->epfd, a->ev, a->max, a->ts,
-					      mask);
+		return RSX_REAL(epoll_pwait2)(epfd, ev, max, a->ts, mask);
 	if (!mask)
-		return RSX_REAL(epoll_wait)(a->epfd, a->ev, a->max,
-					    a->timeout);
-	return RSX_REAL(epoll_pwait)(a->epfd, a->ev, a->max, a->timeout, mask);
+		return RSX_REAL(epoll_wait)(epfd, ev, max, a->timeout);
+	return RSX_REAL(epoll_pwait)(epfd, ev, max, a->timeout, mask);
 }
 
 static int64_t rsx_ms_us(int ms)
@@ -214,26 +215,29 @@ static int64_t rsx_ms_us(int ms)
 RSX_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max,
 			  int timeout)
 {
-	struct rsx_epoll_call ec = { epfd, ev, max, timeout, 0, NULL };
+	struct rsx_epoll_call ec = { { epfd, ev, max, 0 }, timeout, 0, NULL };
 
 	rsx_trace_call("epoll_wait", epfd);
-	return rsx_ready_spin(rsx_epoll_call, &ec, rsx_ms_us(timeout), NULL);
+	return rsx_ready_spin(rsx_epoll_call, &ec, &ec.out, rsx_ms_us(timeout),
+			      NULL);
 }
 
 RSX_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max,
 			   int timeout, const sigset_t *ss)
 {
-	struct rsx_epoll_call ec = { epfd, ev, max, timeout, 0, NULL };
+	struct rsx_epoll_call ec = { { epfd, ev, max, 0 }, timeout, 0, NULL };
 
 	rsx_trace_call("epoll_pwait", epfd);
-	return rsx_ready_spin(rsx_epoll_call, &ec, rsx_ms_us(timeout), ss);
+	return rsx_ready_spin(rsx_epoll_call, &ec, &ec.out, rsx_ms_us(timeout),
+			      ss);
 }
 
 RSX_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
 			    const struct timespec *ts, const sigset_t *ss)
 {
-	struct rsx_epoll_call ec = { epfd, ev, max, -1, 1, ts };
+	struct rsx_epoll_call ec = { { epfd, ev, max, 0 }, -1, 1, ts };
 
 	rsx_trace_call("epoll_pwait2", epfd);
-	return rsx_ready_spin(rsx_epoll_call, &ec, rsx_ready_ts_us(ts), ss);
+	return rsx_ready_spin(rsx_epoll_call, &ec, &ec.out,
+			      rsx_ready_ts_us(ts), ss);
 }

@@ -54,6 +54,17 @@ static _Atomic uint32_t rsx_watch_live;
  * must be kicked (kick_fd) to run its backstop.
  */
 static _Atomic int rsx_ready_sleepers;
+
+/*
+ * Telling an epoll wait directly (rsx_ready_show_sync): the wait this
+ * thread spins in, the sockets whose readability was told and is not on
+ * their x, and whether this process forked (then every wait asks x).
+ * initial-exec: no __tls_get_addr, so no ld.so in NEEDED (linkage.test).
+ */
+static __thread struct rsx_epoll_out *rsx_told_to
+	__attribute__((tls_model("initial-exec")));
+static _Atomic int rsx_told_pending;
+static int rsx_told_off;
 static _Atomic int rsx_watch_unarmed;
 static _Atomic int rsx_watch_forever;
 /* The backstop's rounds, for rsx_ready_seen(); the watcher's own looks
@@ -471,6 +482,10 @@ void rsx_ready_off(struct rsx_sock *s, int restore)
 	}
 	if (!r)
 		return;
+	if (r->told) {
+		r->told = 0;
+		atomic_fetch_sub(&rsx_told_pending, 1);
+	}
 	if (restore && r->swapped)
 		rsx_ready_unswap(s, r->x);
 	s->rdy = NULL;
@@ -550,6 +565,61 @@ void rsx_ready_show(struct rsx_sock *s, const struct rsx_ready_state *st)
 			rsx_libc.send(r->x, block, sizeof(block), MSG_DONTWAIT);
 		r->blocked = !st->out;
 	}
+}
+
+/*
+ * Readable s told to the epoll wait this thread spins in, as an event in
+ * its buffer, rather than shown on x: a datagram queued on x now and taken
+ * back when the program has read would be two system calls per request of
+ * an evented server, more than TCP's own read.  Only where the wait would
+ * report exactly that event from x: s's one registration is in this epoll
+ * set, level-triggered, for input only (no EPOLLOUT that x would add, no
+ * ET, ONESHOT or EXCLUSIVE whose state the kernel keeps), and no other
+ * process shares the set (no fork).  What the program does not read is
+ * told again by its next wait (s->rdy->told) or shown by its next call.
+ */
+static int rsx_ready_tell(struct rsx_sock *s)
+{
+	const uint32_t not = EPOLLOUT | EPOLLET | EPOLLONESHOT |
+			     EPOLLEXCLUSIVE;
+	struct rsx_epoll_out *o = rsx_told_to;
+	const struct rsx_epreg *e = s->epreg;
+	int i;
+
+	if (!o || rsx_told_off || s->nepreg != 1 || !s->rdy->swapped ||
+	    e->epfd != o->epfd || !(e->events & EPOLLIN) || (e->events & not))
+		return 0;
+	for (i = 0; i < o->n; i++)
+		if (o->ev[i].data.u64 == e->data)
+			return 1;
+	if (o->n == o->max)
+		return 0;
+	o->ev[o->n].events = e->events & (EPOLLIN | EPOLLRDNORM);
+	o->ev[o->n].data.u64 = e->data;
+	o->n++;
+	rsx_stat_inc(RSX_STAT_ready_told);
+	return 1;
+}
+
+void rsx_ready_show_sync(struct rsx_sock *s, const struct rsx_ready_state *st)
+{
+	struct rsx_ready *r = s->rdy;
+	struct rsx_ready_state quiet = *st;
+	int tell;
+
+	tell = st->in && !st->rdhup && !st->hup && !r->in && !r->rdhup &&
+	       rsx_ready_tell(s);
+	if (tell != r->told) {
+		r->told = tell;
+		atomic_fetch_add(&rsx_told_pending, tell ? 1 : -1);
+	}
+	quiet.in = st->in && !tell;
+	rsx_ready_show(s, &quiet);
+}
+
+void rsx_ready_forked(void)
+{
+	rsx_told_off = 1;
 }
 
 /* Registrations of the program's epoll sets that name s (see sock.h). */
@@ -875,11 +945,42 @@ static int rsx_spin_round(int arm)
 	return moved;
 }
 
-int rsx_ready_spin(rsx_ready_call *call, void *arg, int64_t timeout_us,
-		   const sigset_t *ss)
+/*
+ * The program's wait, with what the spin told in front (rsx_ready_tell):
+ * then the kernel is asked without waiting for the rest, and an event of
+ * x that the watcher set meanwhile merges into ours (same data).
+ */
+static int rsx_spin_call(rsx_ready_call *call, void *arg,
+			 struct rsx_epoll_out *out, int wait,
+			 const sigset_t *mask)
 {
-	uint32_t live = atomic_load_explicit(&rsx_watch_live,
-					     memory_order_relaxed);
+	int n, ret, i, j;
+
+	if (likely(!out || !out->n))
+		return call(arg, wait, mask);
+	n = out->n;
+	ret = call(arg, 0, NULL);
+	out->n = 0;
+	if (ret < 0)
+		return n;
+	for (i = n; i < n + ret;) {
+		for (j = 0; j < n && out->ev[j].data.u64 != out->ev[i].data.u64;
+		     j++)
+			;
+		if (j == n) {
+			i++;
+			continue;
+		}
+		out->ev[j].events |= out->ev[i].events;
+		out->ev[i] = out->ev[n + --ret];
+	}
+	return n + ret;
+}
+
+static int rsx_spin_wait(rsx_ready_call *call, void *arg,
+			 struct rsx_epoll_out *out, int64_t timeout_us,
+			 const sigset_t *ss)
+{
 	const sigset_t *mask = ss;
 	int64_t spin = rsx_config.spin_us;
 	struct rsx_spin_end end;
@@ -888,13 +989,11 @@ int rsx_ready_spin(rsx_ready_call *call, void *arg, int64_t timeout_us,
 	unsigned int i;
 	int ret, held = 0, counted;
 
-	if (likely(!live) || live > RSX_SPIN_CONNS_MAX || rsx_guarded())
-		return call(arg, 1, ss);
 	/* what came in while the program was busy, unarmed */
 	rsx_spin_round(0);
 	if (!timeout_us)
-		return call(arg, 1, ss);
-	ret = call(arg, 0, NULL);
+		return rsx_spin_call(call, arg, out, 1, ss);
+	ret = rsx_spin_call(call, arg, out, 0, NULL);
 	if (ret)
 		return ret;
 	if (spin) {
@@ -913,7 +1012,7 @@ int rsx_ready_spin(rsx_ready_call *call, void *arg, int64_t timeout_us,
 		for (i = 1;; i++) {
 			if (!rsx_spin_round(0) && i % RSX_SPIN_ASK_EVERY)
 				continue;
-			ret = call(arg, 0, NULL);
+			ret = rsx_spin_call(call, arg, out, 0, NULL);
 			if (ret) {
 				rsx_stat_inc(RSX_STAT_spin_wakes);
 				goto out;
@@ -938,13 +1037,39 @@ int rsx_ready_spin(rsx_ready_call *call, void *arg, int64_t timeout_us,
 	/* asleep from now on: every CQ must raise its event */
 	atomic_fetch_add(&rsx_ready_sleepers, 1);
 	rsx_spin_round(1);
-	ret = call(arg, 0, NULL);
+	ret = rsx_spin_call(call, arg, out, 0, NULL);
 	if (!ret)
-		ret = call(arg, 1, mask);
+		ret = rsx_spin_call(call, arg, out, 1, mask);
 	atomic_fetch_sub(&rsx_ready_sleepers, 1);
 out:
 	if (held)
 		rsx_guard_signals_end(&old);
+	return ret;
+}
+
+int rsx_ready_spin(rsx_ready_call *call, void *arg,
+		   struct rsx_epoll_out *out, int64_t timeout_us,
+		   const sigset_t *ss)
+{
+	uint32_t live = atomic_load_explicit(&rsx_watch_live,
+					     memory_order_relaxed);
+	struct rsx_epoll_out *outer;
+	int ret;
+
+	if (likely(!live) || live > RSX_SPIN_CONNS_MAX || rsx_guarded()) {
+		/* a wait that does not spin: what was told goes on x first */
+		if (unlikely(atomic_load_explicit(&rsx_told_pending,
+						  memory_order_relaxed) > 0) &&
+		    live && !rsx_guarded())
+			rsx_spin_round(0);
+		return call(arg, 1, ss);
+	}
+	if (out)
+		out->n = 0;
+	outer = rsx_told_to;	/* a handler's wait within a spin */
+	rsx_told_to = out;
+	ret = rsx_spin_wait(call, arg, out, timeout_us, ss);
+	rsx_told_to = outer;
 	return ret;
 }
 
@@ -1000,7 +1125,8 @@ int rsx_select_poll(int nfds, fd_set *r, fd_set *w, fd_set *e,
 	sc.pfd = pfd;
 	sc.n = n;
 	sc.ts = ts;
-	ret = rsx_ready_spin(rsx_select_call, &sc, rsx_ready_ts_us(ts), ss);
+	ret = rsx_ready_spin(rsx_select_call, &sc, NULL, rsx_ready_ts_us(ts),
+			     ss);
 	if (ret < 0)
 		ret = -errno;
 	rsx_poll_leave(pfd, &sv);
@@ -1062,4 +1188,6 @@ void rsx_ready_fork_child(void)
 	atomic_store(&rsx_watch_forever, 0);
 	rsx_fd_private_close(rsx_watch_kick_fd);
 	rsx_watch_kick_fd = -1;
+	atomic_store(&rsx_told_pending, 0);
+	rsx_told_off = 1;
 }

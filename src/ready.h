@@ -48,6 +48,7 @@ struct rsx_ready {
 	uint8_t hup;
 	uint8_t swapped;	/* the program's epoll registrations are on x */
 	uint8_t watch_out;	/* the watcher hears of room in TCP, too */
+	uint8_t told;		/* readable, told to an epoll wait, not on x */
 	uint32_t seen;		/* backstop round a program thread looked in */
 };
 
@@ -115,8 +116,27 @@ void rsx_ready_seen(struct rsx_sock *s);
  * with errno.
  */
 typedef int rsx_ready_call(void *arg, int wait, const sigset_t *mask);
-int rsx_ready_spin(rsx_ready_call *call, void *arg, int64_t timeout_us,
+
+/*
+ * An epoll wait's own buffer.  The spin may put events of upgraded
+ * sockets in its first n entries itself (rsx_ready_show_sync); the call
+ * then asks the kernel without waiting for the rest, into ev + n.
+ */
+struct rsx_epoll_out {
+	int epfd;
+	struct epoll_event *ev;
+	int max;
+	int n;
+};
+
+/* out: an epoll wait's (NULL for poll and select). */
+int rsx_ready_spin(rsx_ready_call *call, void *arg,
+		   struct rsx_epoll_out *out, int64_t timeout_us,
 		   const sigset_t *ss);
+/* Under s->lock, from a sync: x shows st, or this thread's epoll wait. */
+void rsx_ready_show_sync(struct rsx_sock *s, const struct rsx_ready_state *st);
+/* fork(): from now on x shows everything (rsx_ready_show_sync). */
+void rsx_ready_forked(void);
 
 /* A wait's timeout in us for rsx_ready_spin(): -1 none, 0 no wait. */
 static inline int64_t rsx_ready_ts_us(const struct timespec *ts)

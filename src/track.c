@@ -397,6 +397,8 @@ void rsx_on_fork_prepare(void)
 void rsx_on_fork_parent(int failed)
 {
 	rsx_sig_fork_done();
+	if (!failed)	/* the child shares the epoll sets */
+		rsx_ready_forked();
 	rsx_fork_parent_sockets(failed);	/* before the CM thread goes on */
 	rsx_probe_fork_parent();
 }

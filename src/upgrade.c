@@ -910,7 +910,7 @@ void rsx_sock_ready_sync(struct rsx_sock *s)
 		rsx_ready_watch_out(s);
 	}
 	rsx_ready_state(s, &st);
-	rsx_ready_show(s, &st);
+	rsx_ready_show_sync(s, &st);
 }
 
 /* A thread asleep in rsx_sleep() may have lost its completions to us. */
@@ -960,7 +960,9 @@ int rsx_sock_ready_arm(struct rsx_sock *s, int recent)
 /*
  * A thread spinning before its poll, select or epoll sleeps (ready.c)
  * polls s's completion queue; what came in shows on the stand-in at once,
- * without the watcher.  Under s->lock.  Returns 1 when anything came.
+ * without the watcher, or is told to that epoll wait (again, when the
+ * program has not read what was told before).  Under s->lock.  Returns 1
+ * when anything came.
  */
 int rsx_sock_ready_spin(struct rsx_sock *s)
 {
@@ -968,7 +970,7 @@ int rsx_sock_ready_spin(struct rsx_sock *s)
 
 	rsx_ready_seen(s);
 	if (!s->rdy || s->state != RSX_ST_UPGRADED || !c->qp_ready ||
-	    !rsx_conn_poll(c))
+	    (!rsx_conn_poll(c) && !s->rdy->told))
 		return 0;
 	rsx_sock_ready_sync(s);
 	rsx_ready_kick(s);

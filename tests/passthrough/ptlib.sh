@@ -94,6 +94,12 @@ untraced() {
 	! grep -q "^rsockx\[$pid\]:" "$trace"
 }
 
+# stat_of FILE NAME: counter NAME summed over the processes of FILE
+# (RSOCKX_STATS_FILE).
+stat_of() {
+	grep -o " $2=[0-9]*" "$1" 2>/dev/null | awk -F= '{s += $2} END {print s + 0}'
+}
+
 # wait_listen PORT [SECS]: wait until a socket listens on PORT.  Unlike
 # wait_port this does not connect, which would use up the one connection
 # of a single-shot server such as nc -l.
