@@ -29,6 +29,12 @@ struct rsx_board_slot {
 	int64_t expires;
 	struct rsx_hello h;
 	uint8_t answer[RSX_WIRE_LEN];
+	/* same host (local.h): the client's pid, the taker's descriptors */
+	uint8_t shm;
+	int32_t cpid;
+	int32_t tpid;
+	int32_t tfds[4];
+	uint64_t tino;
 };
 
 struct rsx_board {
@@ -83,6 +89,8 @@ int rsx_board_post(struct rsx_oob_pend *p)
 		memcpy(sl->peer_addr, p->peer_addr, 16);
 		sl->expires = p->expires;
 		sl->h = p->h;
+		sl->shm = p->shm;
+		sl->cpid = p->pid;
 		atomic_store_explicit(&sl->word,
 				      RSX_SLOT(p->seq, RSX_SLOT_POSTED),
 				      memory_order_release);
@@ -104,6 +112,9 @@ int rsx_board_collect(struct rsx_oob_pend *p, int64_t now)
 
 	if (w == RSX_SLOT(p->seq, RSX_SLOT_ANSWERED)) {
 		memcpy(p->answer, sl->answer, sizeof(p->answer));
+		p->tpid = sl->tpid;
+		memcpy(p->tfds, sl->tfds, sizeof(p->tfds));
+		p->tino = sl->tino;
 		atomic_store(&sl->word, RSX_SLOT(p->seq, RSX_SLOT_FREE));
 		p->slot = -1;
 		return 1;
@@ -171,6 +182,8 @@ struct rsx_oob_pend *rsx_board_take(const struct rsx_sock *s)
 		}
 		p->type = RSX_MSG_HELLO;
 		p->h = copy.h;
+		p->shm = copy.shm;
+		p->pid = copy.cpid;
 		p->expires = copy.expires;
 		p->slot = i;
 		p->seq = w >> 8;
@@ -201,6 +214,9 @@ void rsx_board_answer(struct rsx_oob_pend *p)
 	uint64_t one = 1;
 
 	memcpy(sl->answer, p->answer, sizeof(sl->answer));
+	sl->tpid = p->tpid;
+	memcpy(sl->tfds, p->tfds, sizeof(sl->tfds));
+	sl->tino = p->tino;
 	if (!atomic_compare_exchange_strong(&sl->word, &w,
 				RSX_SLOT(p->seq, RSX_SLOT_ANSWERED)))
 		return;		/* too late: the poster refused it */

@@ -207,9 +207,9 @@ void rsx_conn_fail(struct rsx_conn *c, int err, const char *why)
 {
 	if (!c->err) {
 		c->err = err;
-		/* the deadline's ping: TCP carries on (rsx_cut_abandoned) */
+		/* a ping before any cut-over: TCP goes on (rsx_cut_abandoned) */
 		if (c->cut_ping && !c->peer_cutover && !c->tx_ring) {
-			rsx_info("QP %u: the client's QP does not answer: %s",
+			rsx_info("QP %u: the peer's QP does not answer: %s",
 				 rsx_conn_id(c), why);
 			return;
 		}

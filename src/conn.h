@@ -167,7 +167,8 @@ struct rsx_conn {
 	uint8_t tcp_reset;	/* broken: the TCP connection was reset */
 	uint8_t oob;		/* upgraded out of band: CUTOVER proves */
 	uint8_t proved;		/* the peer's CUTOVER proof held */
-	uint8_t cut_ping;	/* the deadline's ping is out (rsx_cut_step) */
+	uint8_t cut_ping;	/* a ping of a peer that has not cut over is
+				 * out (rsx_sock_cut_step, rsx_peer_closed) */
 	uint64_t tx_sum;	/* FNV-1a of tx_tcp's bytes (oob) */
 	uint64_t rx_sum;	/* ... of rx_tcp's */
 	uint64_t peer_sum;	/* the peer's CUTOVER proof */

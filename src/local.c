@@ -12,9 +12,12 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "board.h"
 #include "clock.h"
 #include "config.h"
 #include "conn.h"
@@ -223,6 +226,9 @@ take:
 	rsx_dbg("fd %d: same-host requests on %s", fd, un.sun_path + 1);
 out:
 	pthread_mutex_unlock(&rsx_local_lock);
+	/* for the requests of connections a forked worker accepts */
+	if (s->local_listen && rsx_board_create(rsx_cm_bell_fd()))
+		rsx_dbg("fd %d: no board for the family", fd);
 }
 
 /*
@@ -427,6 +433,84 @@ static void rsx_local_nak(struct rsx_oob_pend *p, int reason)
 	rsx_local_send(p, &h, NULL, -1);
 }
 
+static uint64_t rsx_local_ino(int fd)
+{
+	struct stat st;
+
+	return fd < 0 || rsx_libc.fstat(fd, &st) ? 0 : (uint64_t)st.st_ino;
+}
+
+/*
+ * A process of the family that took p off the board (board.h) answers
+ * with c: the listener's CM thread takes c's descriptors out of this
+ * process (rsx_local_relay), so c keeps its memfd until it goes.  The
+ * answer's qpn, which means nothing for shared memory, names this process,
+ * whose exit the client must see, not the listener's.
+ */
+void rsx_local_board_answer(struct rsx_oob_pend *p, struct rsx_hello *h,
+			    struct rsx_conn *c, int tcp_fd)
+{
+	c->shm_peer_pid = p->pid;
+	p->tpid = getpid();
+	p->tfds[0] = tcp_fd;
+	p->tfds[1] = c->shm_memfd;
+	p->tfds[2] = c->shm_evfd;
+	p->tfds[3] = c->shm_peer_evfd;
+	p->tino = rsx_local_ino(c->shm_memfd);
+	h->qpn = p->tpid;
+}
+
+/*
+ * The listener's CM thread: p's answer came from another process of the
+ * family, whose descriptors it names.  They are taken from that process
+ * (pidfd_getfd: it is our descendant) and go to the client with it; when
+ * they cannot, the client is refused and stays TCP (the worker's
+ * connection then misses its CUTOVER and goes back to TCP itself).
+ *
+ * The numbers may have been closed and taken again meanwhile, by another
+ * connection: the memfd, whose inode was posted, is taken last.  A
+ * connection closes its memfd before its eventfds (shm.c), so a memfd that
+ * is still the posted one vouches for the eventfds taken before it; the
+ * TCP socket the client checks itself (the mirror of its own).
+ */
+void rsx_local_relay(struct rsx_oob_pend *p)
+{
+	static const int order[4] = { 0, 2, 3, 1 };
+	int fds[4] = { -1, -1, -1, -1 }, pidfd = -1, i, k, n = 0;
+	struct rsx_hello h;
+
+	if (rsx_wire_decode(p->answer, sizeof(p->answer), &h))
+		goto nak;
+	if (h.type == RSX_MSG_ACK) {
+		pidfd = rsx_fd_hide(syscall(SYS_pidfd_open, p->tpid, 0));
+		for (i = 0; pidfd >= 0 && i < 4; i++) {
+			k = order[i];
+			fds[k] = rsx_fd_hide(syscall(SYS_pidfd_getfd, pidfd,
+							 p->tfds[k], 0));
+			if (fds[k] < 0)
+				break;
+		}
+		rsx_local_close(&pidfd);
+		if (i < 4 || !p->tino || rsx_local_ino(fds[1]) != p->tino) {
+			rsx_info("same-host answer of process %d not relayed: %s",
+				 p->tpid, i < 4 ? "its descriptors out of reach" :
+				 "its connection went");
+			goto nak;
+		}
+		n = 4;
+	}
+	if (rsx_local_sendfds(p->ufd, p->answer, sizeof(p->answer), fds, n))
+		rsx_info("same-host answer not sent: %s", strerror(errno));
+	for (i = 0; i < 4; i++)
+		rsx_local_close(&fds[i]);
+	rsx_oob_pend_free(p);
+	return;
+nak:
+	for (i = 0; i < 4; i++)
+		rsx_local_close(&fds[i]);
+	rsx_local_nak(p, RSX_NAK_STATE);
+}
+
 /* Server: a request came on r. */
 static void rsx_local_request(struct rsx_local_r *r)
 {
@@ -455,6 +539,7 @@ static void rsx_local_request(struct rsx_local_r *r)
 	p->type = RSX_MSG_HELLO;
 	p->expires = rsx_now_ms() + rsx_config.oob_timeout_ms * 2 / 3;
 	p->pid = rsx_local_pid(p->ufd);
+	p->shm = 1;
 	if (rsx_oob_req_decode(buf, n, &p->h, &port)) {
 		rsx_local_close(&tfd);
 		rsx_local_nak(p, RSX_NAK_VERSION);
@@ -519,7 +604,9 @@ static void rsx_local_answer(struct rsx_local_r *r)
 		else
 			rsx_local_close(&fds[i]);	/* seen, or a NAK's */
 	}
-	p->pid = rsx_local_pid(r->ufd);
+	/* a worker's answer that its listener relayed names the worker */
+	p->pid = p->type == RSX_MSG_ACK && p->h.qpn > 1 ? (int)p->h.qpn :
+		 rsx_local_pid(r->ufd);
 	rsx_local_deliver(r, p, 0);
 }
 

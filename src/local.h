@@ -27,6 +27,13 @@ struct rsx_conn;
  * is mapped), the connection's memfd and the two eventfds (server's,
  * client's).  A process never maps memory of a connection whose other end
  * it has not seen; neither keeps the other's TCP socket past the check.
+ *
+ * In a pre-forked server the connection is a worker's: the listener posts
+ * the request on the family's board (board.h), the worker takes it and
+ * answers there with its pid and the numbers of its four descriptors, and
+ * the listener's CM thread takes those out of the worker (pidfd_getfd; the
+ * worker is its descendant) and sends them to the client.  That ACK's qpn
+ * is the worker's pid, the process whose exit the client must watch.
  */
 
 int rsx_local_dst(const struct sockaddr *sa, socklen_t len);
@@ -39,11 +46,14 @@ int rsx_local_epfd(void);
 int rsx_local_ask(struct rsx_sock *s, int fd);
 void rsx_local_serve(void);
 void rsx_local_tick(int64_t now);
+void rsx_local_relay(struct rsx_oob_pend *p);
 
 /* Any thread, under the socket's lock. */
 int rsx_local_send(struct rsx_oob_pend *p, const struct rsx_hello *h,
 		    struct rsx_conn *c, int tcp_fd);
 int rsx_local_give(struct rsx_conn *c, struct rsx_oob_pend *p);
+void rsx_local_board_answer(struct rsx_oob_pend *p, struct rsx_hello *h,
+			    struct rsx_conn *c, int tcp_fd);
 void rsx_local_fork_child(void);
 
 #endif

@@ -217,7 +217,7 @@ static void rsx_server_oob(struct rsx_sock *s, int fd, struct rsx_oob_pend *p)
 		reason = RSX_NAK_STATE;
 		goto nak;
 	}
-	reason = rsx_server_conn(s, fd, &p->h, p->ufd >= 0, &stat);
+	reason = rsx_server_conn(s, fd, &p->h, p->shm, &stat);
 	if (reason) {
 		rsx_to_tcp(s, stat);
 		rsx_wake_sleepers(s);
@@ -226,6 +226,8 @@ static void rsx_server_oob(struct rsx_sock *s, int fd, struct rsx_oob_pend *p)
 	rsx_oob_counts(s, s->conn);
 	rsx_conn_hello(s->conn, RSX_MSG_ACK, &h);
 	if (p->ufd < 0) {
+		if (p->shm)	/* the listener relays it (local.h) */
+			rsx_local_board_answer(p, &h, s->conn, fd);
 		rsx_oob_send(p, &h);
 	} else if (rsx_local_send(p, &h, s->conn, fd)) {
 		rsx_to_tcp(s, RSX_STAT_fallback_oob);	/* the client is gone */

@@ -259,8 +259,7 @@ void rsx_oob_route(struct rsx_oob_pend *p)
 	 * once one process alone holds it; refused when it expires
 	 * (rsx_oob_tick).
 	 */
-	if (p->ufd < 0)
-		rsx_board_post(p);
+	rsx_board_post(p);
 	pthread_mutex_lock(&rsx_oob_lock);
 	p->next = rsx_oob_unaccepted;
 	rsx_oob_unaccepted = p;
@@ -598,7 +597,9 @@ int rsx_oob_tick(void)
 		pthread_mutex_unlock(&rsx_oob_lock);
 		while ((p = out)) {
 			out = p->next;
-			if (p->type == 1)
+			if (p->type == 1 && p->ufd >= 0)
+				rsx_local_relay(p);
+			else if (p->type == 1)
 				rsx_oob_queue(p);
 			else
 				rsx_oob_nak(p, RSX_NAK_NOTFOUND);

@@ -48,7 +48,15 @@ struct rsx_oob_pend {
 	/* same host (local.h): the Unix socket, the descriptors, the peer */
 	int ufd;		/* the request's connection, or -1 */
 	int fds[3];		/* an ACK's: memfd, server's and client's eventfd */
-	int pid;
+	int pid;		/* the peer's process */
+	uint8_t shm;		/* a request for shared memory */
+	/*
+	 * The answer of another process of the family (board.h): its pid and
+	 * the numbers, in its table, of its TCP socket, memfd and eventfds.
+	 */
+	int tpid;
+	int tfds[4];
+	uint64_t tino;		/* the memfd's inode */
 };
 
 /* The CM thread (probe.c). */

@@ -13,6 +13,12 @@
 #          then): its QP is ready meanwhile, so the server's ping lands
 #          and the server waits on; the connection then cuts over and
 #          streams over RDMA, nothing broken.
+#   shut:  tests/vm/evil takes the ACK, destroys its QP and at once sends
+#          64 bytes over TCP and its end (SHUT_WR); the server's poll()
+#          sees the end before any CUTOVER and pings, which fails: the 64
+#          bytes it sends back after the end must go over TCP, not be
+#          answered by a reset (before: ECONNRESET, 16 of 1,200
+#          connections of tests/rdma/cutover.sh under load).
 # vm-exclusive: yes
 # vm-timeout: 200
 . "$abs_top_srcdir/tests/lib.sh"
@@ -53,7 +59,7 @@ sed 's/^/  server: /' "$d/server" >&2
 sed 's/^/  honest: /' "$d/honest" >&2
 check "hello-only: the server ACKed the HELLO ($erc)" line "$d/evil" '^acked qpn='
 check "hello-only: the server went back to plain TCP, its ring freed" \
-	line "$d/server" 'the client never cut over and its QP is gone: plain TCP'
+	line "$d/server" 'the peer never cut over and its QP is gone: plain TCP'
 check "hello-only: counted (fallback_no_cutover $(stat_of "$d/sstats" fallback_no_cutover), conn_errors $(stat_of "$d/sstats" conn_errors))" \
 	test "$(stat_of "$d/sstats" fallback_no_cutover)" = 1 -a \
 	"$(stat_of "$d/sstats" conn_errors)" = 0
@@ -129,4 +135,46 @@ check "asleep: the server waited on (fallback_no_cutover $(stat_of "$d/sstats" f
 	"$(stat_of "$d/sstats" conn_errors)" = 0 -a \
 	"$(stat_of "$d/cstats" conn_errors)" = 0
 rdma_crossed "asleep: rxe0 and rxe1 carried it" "$s" 10
+
+# shut ---------------------------------------------------------------------------------
+d=$tmpdir/shut
+mkdir -p "$d"
+port=$(vm_port)
+timeout 60 "${sv[@]}" RSOCKX_STATS_FILE="$d/sstats" "$PYTHON" -c '
+import select, socket, sys, time
+l = socket.create_server((sys.argv[1], int(sys.argv[2])))
+c, _ = l.accept()
+p = select.poll()
+p.register(c, select.POLLIN | select.POLLRDHUP)
+got = b""
+while True:                      # the client ends its stream
+    p.poll(20000)
+    b = c.recv(65536)
+    if not b:
+        break
+    got += b
+time.sleep(8)                    # the ping to its QP fails meanwhile
+try:
+    c.sendall(got)
+    c.close()
+    print("server: sent %d after the end" % len(got))
+except OSError as e:
+    print("server: send after the end: %s" % e)' $HOST_B $port >"$d/server" 2>&1 &
+spid=$!
+wait_listen "$port" 400 || bail "shut: server did not listen"
+timeout 60 "$EVIL" -d $DEV_A -g $GID_INDEX -c $HOST_B -p "$port" \
+	-b $HOST_A -m nocutshut >"$d/evil" 2>&1
+erc=$?
+reap $spid 30
+src=$?
+sed 's/^/  /' "$d/evil" "$d/server" >&2
+check "shut: the server's 64 bytes after the client's end came over TCP ($erc, $src)" \
+	line "$d/evil" '^nocutshut echo ok$'
+check "shut: ... sent without an error" \
+	line "$d/server" '^server: sent 64 after the end$'
+check "shut: the server's ping found no QP: plain TCP, no reset" \
+	line "$d/server" 'the peer never cut over and its QP is gone: plain TCP'
+check "shut: counted (fallback_no_cutover $(stat_of "$d/sstats" fallback_no_cutover), conn_errors $(stat_of "$d/sstats" conn_errors))" \
+	test "$(stat_of "$d/sstats" fallback_no_cutover)" = 1 -a \
+	"$(stat_of "$d/sstats" conn_errors)" = 0
 done_testing

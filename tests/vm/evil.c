@@ -32,6 +32,10 @@
  *            goes, no CUTOVER; 8 s later 64 bytes over TCP, whose echo
  *            must come back over TCP ("nocut echo ok"), the server back
  *            on plain TCP by then (tests/rdma/cutwait.sh)
+ *   nocutshut  as nocut, but at once 64 bytes over TCP and shutdown
+ *            (SHUT_WR): the server sees the end before any CUTOVER, its
+ *            ping finds no QP, and what it sends after the end must come
+ *            over TCP, no reset ("nocutshut echo ok"; tests/rdma/cutwait.sh)
  *
  * Then it waits (at most 15 s) for the server to close the TCP connection.
  * Output lines, one fact each, for tests/rdma/evil.sh:
@@ -448,10 +452,45 @@ static int nocut_tcp(struct link *l)
 	return 0;
 }
 
+/*
+ * After the ACK: 64 bytes and the end of our stream over TCP at once; the
+ * server answers them after our end (tests/rdma/cutwait.sh), then closes.
+ */
+static int nocutshut_tcp(struct link *l)
+{
+	char out[64], in[65];
+	size_t got = 0;
+	ssize_t r;
+
+	memset(out, 's', sizeof(out));
+	if (write(l->fd, out, sizeof(out)) != sizeof(out))
+		die("writing over TCP", errno);
+	if (shutdown(l->fd, SHUT_WR))
+		die("shutdown", errno);
+	for (;;) {
+		r = read(l->fd, in + got, sizeof(in) - got);
+		if (r <= 0)
+			break;
+		got += r;
+		if (got == sizeof(in))
+			break;
+	}
+	if (r < 0 || got != sizeof(out) || memcmp(in, out, sizeof(out))) {
+		printf("nocutshut echo %s after %zu bytes\n",
+		       r < 0 ? strerror(errno) : "wrong", got);
+		return 1;
+	}
+	printf("nocutshut echo ok\n");
+	close(l->fd);
+	ibv_destroy_cq(l->cq);
+	return 0;
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: evil -d DEV -g GIDX -c HOST -p PORT [-b ADDR] "
-		"-m outside|edge|read|oldkey|bigimm|credit|neighbour|nocut|norecv\n");
+		"-m outside|edge|read|oldkey|bigimm|credit|neighbour|nocut|"
+		"nocutshut|norecv\n");
 	exit(2);
 }
 
@@ -531,6 +570,11 @@ int main(int argc, char **argv)
 		/* our QP goes, as an honest client's does when it stays TCP */
 		ibv_destroy_qp(l.qp);
 		return nocut_tcp(&l);
+	} else if (!strcmp(mode, "nocutshut")) {
+		hello_only = 1;
+		upgrade(&l, host, port, bind_to, 0);
+		ibv_destroy_qp(l.qp);
+		return nocutshut_tcp(&l);
 	} else if (!strcmp(mode, "norecv")) {
 		no_recvs = 1;
 		upgrade(&l, host, port, bind_to, 0);
