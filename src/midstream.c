@@ -273,8 +273,14 @@ static void rsx_client_oob(struct rsx_sock *s, int fd, struct rsx_oob_pend *p,
 		goto tcp;
 	}
 	/* our sends must go on after a CUTOVER: without it, both stay TCP */
-	if (s->wr_shut || s->rd_shut || s->shared)
+	if (s->shared) {
+		stat = RSX_STAT_fallback_fork;
 		goto tcp;
+	}
+	if (s->wr_shut || s->rd_shut) {
+		stat = RSX_STAT_fallback_probe;	/* its stream ended first */
+		goto tcp;
+	}
 	if (s->nepreg && rsx_ready_on(s, fd) < 0) {
 		stat = RSX_STAT_fallback_resources;
 		goto tcp;
