@@ -79,6 +79,7 @@ struct rsx_config {
 	uint32_t test_qp_err_after; /* RSOCKX_TEST_QP_ERR_AFTER: test hook */
 	int test_probe_yes;	/* RSOCKX_TEST_PROBE_YES: test hook */
 	int cut_wait_ms;	/* RSX_CUT_WAIT_MS, or RSOCKX_TEST_CUT_WAIT_MS */
+	int test_fork_gap_ms;	/* RSOCKX_TEST_FORK_GAP_MS: test hook */
 	struct rsx_rules rules;
 	char error[256];	/* first error, "source:line: reason" */
 };

@@ -290,6 +290,27 @@ int rsx_vfork_serve(void)
 }
 
 /*
+ * Right before fork(), under s->lock, s without a QP: from now on the child
+ * holds s too, though the CM thread, not held yet, may still answer a
+ * request for it.  Such an answer must wait (s->shared): taken now, s
+ * would be upgraded after its hand-off slot was handed out (none) and the
+ * child would find it neither TCP nor its own.  An accepted socket that
+ * gets a share slot counts on, its request waiting on the board for the
+ * process left alone with it; one still waiting for its own answer goes
+ * to TCP after the fork (rsx_fork_parent_sockets).
+ */
+static void rsx_fork_share_one(struct rsx_sock *s, int fd)
+{
+	if (rsx_share_may(s)) {
+		if (rsx_share_fork(s))
+			rsx_dbg("fd %d: no share slot: it stays TCP in "
+				"parent and child", fd);
+		else
+			s->shared = 1;
+	}
+}
+
+/*
  * fork() (handoff.h).  Right before it: the upgraded sockets, which the
  * child will hold too, get a slot where it can ask for them.
  */
@@ -308,9 +329,7 @@ void rsx_fork_share_sockets(void)
 			continue;
 		if (!s->conn) {
 			rsx_sock_lock(s);
-			if (rsx_share_may(s) && rsx_share_fork(s))
-				rsx_dbg("fd %d: no share slot: it stays TCP "
-					"in parent and child", fd);
+			rsx_fork_share_one(s, fd);
 			rsx_sock_unlock(s);
 			rsx_sock_put(s);
 			continue;
@@ -318,10 +337,15 @@ void rsx_fork_share_sockets(void)
 		if (bell < 0)
 			bell = rsx_cm_bell_fd();
 		rsx_sock_lock(s);
-		if (bell >= 0 && s->state == RSX_ST_UPGRADED && s->conn &&
-		    rsx_handoff_share(s, fd, bell))
-			rsx_info("fd %d: no hand-off slot: a fork child that "
-				 "uses it gets EIO", fd);
+		if (s->state == RSX_ST_UPGRADED && s->conn) {
+			if (bell < 0 || rsx_handoff_share(s, fd, bell))
+				rsx_info("fd %d: no hand-off slot: a fork "
+					 "child that uses it gets EIO", fd);
+		} else if (!s->conn) {
+			rsx_fork_share_one(s, fd);
+		} else if (rsx_state_counted(s->state)) {
+			s->shared = 1;	/* its answer waits, see above */
+		}
 		rsx_sock_unlock(s);
 		rsx_sock_put(s);
 	}

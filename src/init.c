@@ -168,6 +168,10 @@ static void rsx_init_tunables(void)
 	c->cut_wait_ms = RSX_CUT_WAIT_MS;
 	rsx_env_num("RSOCKX_TEST_CUT_WAIT_MS", 300, RSX_CUT_WAIT_MS, 0,
 		    &c->cut_wait_ms, sizeof(int));
+	/* fork tests: the CM thread runs on this long after the sockets
+	 * were shared out for a fork, before it is held (track.c) */
+	rsx_env_num("RSOCKX_TEST_FORK_GAP_MS", 0, 10000, 0,
+		    &c->test_fork_gap_ms, sizeof(int));
 }
 
 /*

@@ -391,8 +391,9 @@ void rsx_sock_oob_answer(struct rsx_sock *s, int fd, struct rsx_oob_pend *p,
 			 uint64_t nonce, int why)
 {
 	rsx_sock_lock_cm(s);
+	/* shared: a fork is under way, s goes to TCP after it */
 	if (s->state != RSX_ST_CLIENT_OOB || !s->conn ||
-	    s->conn->nonce != nonce || s->oob)
+	    s->conn->nonce != nonce || s->oob || s->shared)
 		rsx_oob_pend_free(p);
 	else if (!p)
 		rsx_client_oob(s, fd, NULL, why);

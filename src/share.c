@@ -87,13 +87,22 @@ int rsx_share_fork(struct rsx_sock *s)
 	return -ENOSPC;
 }
 
-/* The fork that rsx_share_fork() prepared for failed. */
+/*
+ * The fork that rsx_share_fork() prepared for failed: one holder less, and
+ * s is this process's own again when that leaves it alone (a first fork).
+ */
 void rsx_share_unfork(struct rsx_sock *s)
 {
 	struct rsx_share_slot *sl = rsx_share_slot(s);
+	int32_t m;
 
-	if (sl)
-		atomic_fetch_sub(&sl->holders, 1);
+	if (!sl || atomic_fetch_sub(&sl->holders, 1) != 2)
+		return;
+	m = atomic_load(&sl->mover);
+	if (!m || m == rsx_share_self) {
+		rsx_share_free(s, sl);
+		s->shared = 0;
+	}
 }
 
 /*

@@ -14,9 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <netinet/in.h>
 
 #include "clock.h"
+#include "compiler.h"
 #include "config.h"
 #include "dev.h"
 #include "oob.h"
@@ -389,6 +391,8 @@ void rsx_dup2_end(int oldfd, int newfd, int ok, struct rsx_sock *prev)
 void rsx_on_fork_prepare(void)
 {
 	rsx_fork_share_sockets();	/* may start the CM thread */
+	if (unlikely(rsx_config.test_fork_gap_ms))
+		usleep(rsx_config.test_fork_gap_ms * 1000);
 	rsx_stats_fork_prepare();
 	rsx_probe_fork_prepare();
 	rsx_sig_fork_prepare();

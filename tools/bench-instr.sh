@@ -113,6 +113,7 @@ cg() {
 		--toggle-collect=read_all --toggle-collect=write_all \
 		--callgrind-out-file="$out" \
 		env ${pre:+LD_PRELOAD=$pre} ${st:+RSOCKX_STATS_FILE=$st} \
+		RSOCKX_OOB_TIMEOUT_MS=60000 RSOCKX_PROBE_TIMEOUT_MS=60000 \
 		${spin:+RSOCKX_SPIN_US=$spin} "$@"
 }
 total() { sed -n 's/^totals: *\([0-9]*\).*/\1/p' "$1"; }

@@ -43,6 +43,7 @@
 # RSOCKX_CUT_STUCK (seconds after which a connection counts as stuck),
 # RSOCKX_CUT_PAUSE and RSOCKX_CUT_DELAY (rsx-cut -P and -D, ms).
 # vm-exclusive: yes
+# vm-late: yes
 # vm-timeout: 600
 . "$abs_top_srcdir/tests/lib.sh"
 . "$abs_top_srcdir/tests/vm/lib.sh"

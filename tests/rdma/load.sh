@@ -43,7 +43,7 @@ RING=${RSOCKX_LOAD_RING-16k}
 ROUNDS=${RSOCKX_LOAD_ROUNDS:-$((N > 200 ? 4000 / N : 20))}
 ((ROUNDS > 0)) || ROUNDS=1
 BULK=${RSOCKX_LOAD_BULK:-$((N > 200 ? 52428800 / N : 262144))}
-SOAK=${RSOCKX_LOAD_SOAK:-60}
+SOAK=${RSOCKX_LOAD_SOAK:-30}
 CONC=${RSOCKX_LOAD_CONC:-16}
 if [ -n "${RSOCKX_LOAD_KEEP:-}" ]; then
 	ulimit -c unlimited
@@ -109,7 +109,7 @@ start_server() { # LABEL: a rsx-load server on B; sets spid, port
 		run_lib "$tmpdir/$1.sstats" "" "$LOAD" server -l $HOST_B -p "$port" \
 			-r "$tmpdir/$1.ready" >"$tmpdir/$1.server" 2>&1
 	) &
-	wait_file "$tmpdir/$1.ready" 400 || bail "$1: server did not start"
+	wait_filled "$tmpdir/$1.ready" 400 || bail "$1: server did not start"
 	read -r spid <"$tmpdir/$1.ready"
 }
 stop_server() { # LABEL

@@ -21,6 +21,8 @@ last; anything else is a failure (exit status 1).  Scenarios:
   prefork   server: two fork()ed workers accept on the inherited listener
             (two connections each); client: four connections in a row
   forkconn  server: accept, fork, the child talks (three connections)
+  forkgap   forkconn, for a server whose forks leave a gap where its CM
+            thread answers requests (RSOCKX_TEST_FORK_GAP_MS)
   forkinherit  server: fork after 50 kB went over the ring; the child
             echoes the next 1000 bytes on the parent's connection, then the
             parent the rest
@@ -875,6 +877,7 @@ def main():
              "epmisc": blocking_echo, "threads": blocking_echo,
              "aliases": blocking_echo,
              "prefork": prefork_server, "forkconn": forkconn_server,
+             "forkgap": forkconn_server,
              "forkinherit": forkinherit_server,
              "timing": timing_server, "lowat": lowat_server,
              "signal": lambda ls: late_server(ls, "signal", 7),
@@ -894,8 +897,9 @@ def main():
             aliases_client(host, port)
         elif scen == "threads":
             threads_client(host, port, seed)
-        elif scen in ("prefork", "forkconn", "forkinherit"):
+        elif scen in ("prefork", "forkconn", "forkgap", "forkinherit"):
             echo_rounds(host, port, seed, {"prefork": 4, "forkconn": 3,
+                                           "forkgap": 3,
                                            "forkinherit": 1}[scen])
         elif scen == "lowat":
             lowat_client(host, port)

@@ -21,7 +21,9 @@ export RSOCKX_PROBE_TIMEOUT_MS=${RSOCKX_PROBE_TIMEOUT_MS:-10000}
 
 # scenario NAME MINPKTS [blocking] [VAR=VALUE...]: server on B, client on A
 # (the variables in the client's environment); results in $tmpdir/NAME.*
-# READY_ONLY="a b": run just those (by hand).
+# READY_ONLY="a b" (RSOCKX_READY_ONLY through tests/vm/run.sh): run just
+# those; tests/san/san.test takes a few under ASan.
+READY_ONLY=${READY_ONLY:-${RSOCKX_READY_ONLY:-}}
 scenario() {
 	local name=$1 min=$2 mode=${3:-} port spid rc=0 s
 	shift $(($# < 3 ? $# : 3))

@@ -129,7 +129,7 @@ run_parallel() {
 	done
 }
 
-selfchecks=() exclusive=() parallel=()
+selfchecks=() exclusive=() parallel=() late=()
 for f in "$testdir"/*.sh; do
 	[ -e "$f" ] || continue
 	name=$(basename "$f" .sh)
@@ -138,9 +138,14 @@ for f in "$testdir"/*.sh; do
 	selfcheck*) selfchecks+=("$name"); continue ;;
 	esac
 	selected "$name" || continue
-	if [ "$(header "$f" vm-exclusive)" = yes ]; then exclusive+=("$name")
-	else parallel+=("$name"); fi
+	if [ "$(header "$f" vm-exclusive)" != yes ]; then parallel+=("$name")
+	elif [ "$(header "$f" vm-late)" = yes ]; then late+=("$name")
+	else exclusive+=("$name"); fi
 done
+# vm-late: the exclusive scripts whose numbers suffer from load on the
+# host (make check's other tests, the sanitizer build beside the VM) run
+# last of them, when that is likely over
+exclusive+=("${late[@]}")
 
 echo "# Soft-RoCE VM: kernel $(uname -r), $(nproc) CPUs; A=$HOST_A/$HOST_A6 (rxe0) B=$HOST_B/$HOST_B6 (rxe1)"
 echo "# self-checks: ${selfchecks[*]:-none}; exclusive: ${exclusive[*]:-none}; parallel ($jobs_max at once): ${parallel[*]:-none}"
