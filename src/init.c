@@ -112,7 +112,6 @@ static void rsx_init_tunables(void)
 	c->qp_timeout_ms = 500;
 	c->oob = 1;
 	c->inband = 1;
-	c->oob_window_ms = 3000;
 	c->oob_timeout_ms = 3000;
 	c->local = 0;
 	rsx_env_num("RSOCKX_RING_SIZE", RSX_RING_MIN, RSX_RING_MAX, 1,
@@ -137,6 +136,13 @@ static void rsx_init_tunables(void)
 	c->qp_timeout = rsx_qp_timeout_exp(c->qp_timeout_ms);
 	rsx_env_num("RSOCKX_OOB", 0, 1, 0, &c->oob, sizeof(int));
 	rsx_env_num("RSOCKX_INBAND", 0, 1, 0, &c->inband, sizeof(int));
+	/*
+	 * A client asks for its connection once its probe has its answer:
+	 * a peer given a longer probe deadline (a slow fabric) must find the
+	 * request window still open on this side.
+	 */
+	c->oob_window_ms = c->probe_timeout_ms + 2000 > 3000 ?
+			   c->probe_timeout_ms + 2000 : 3000;
 	rsx_env_num("RSOCKX_OOB_WINDOW_MS", 0, 3600000, 0, &c->oob_window_ms,
 		    sizeof(int));
 	rsx_env_num("RSOCKX_OOB_TIMEOUT_MS", 100, 600000, 0,

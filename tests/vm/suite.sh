@@ -14,6 +14,8 @@
 #   2. tests marked "# vm-exclusive: yes", one at a time (nothing else runs,
 #      so the rxe counters move only because of that test).
 #   3. all others in parallel, $RSOCKX_VM_JOBS at once (default 3).
+# A test marked "# vm-default: no" runs only when a PATTERN is its very
+# name (a benchmark's smoke test, too slow under emulation for every run).
 # Each test has a timeout: "# vm-timeout: SECONDS" in the test, else
 # $RSOCKX_VM_TEST_TIMEOUT (default 120).  Logs: /vmrun/logs/NAME.log, which is
 # the run directory on the host (tests/vm/rdma.run/logs).
@@ -37,6 +39,13 @@ selected() {
 		# shellcheck disable=SC2053 # a glob on purpose
 		[[ $1 == $p ]] && return 0
 	done
+	return 1
+}
+
+# named NAME: a pattern is NAME itself, not a glob that happens to match
+named() {
+	local p
+	for p in "${patterns[@]}"; do [ "$p" = "$1" ] && return 0; done
 	return 1
 }
 
@@ -138,6 +147,8 @@ for f in "$testdir"/*.sh; do
 	selfcheck*) selfchecks+=("$name"); continue ;;
 	esac
 	selected "$name" || continue
+	# vm-default: no: only when asked for by its own name
+	[ "$(header "$f" vm-default)" != no ] || named "$name" || continue
 	if [ "$(header "$f" vm-exclusive)" != yes ]; then parallel+=("$name")
 	elif [ "$(header "$f" vm-late)" = yes ]; then late+=("$name")
 	else exclusive+=("$name"); fi
