@@ -52,7 +52,7 @@ RSX_EXPORT int daemon(int nochdir, int noclose)
 	rsx_on_fork_prepare();
 	ret = RSX_REAL(daemon)(nochdir, noclose);
 	if (ret == 0)
-		RSX_KEEP_ERRNO(rsx_on_fork_child());
+		RSX_KEEP_ERRNO(rsx_on_daemon_child());
 	else
 		RSX_KEEP_ERRNO(rsx_on_fork_parent(1));	/* its fork failed */
 	return ret;

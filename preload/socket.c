@@ -51,6 +51,7 @@ RSX_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 	int nfd;
 
 	rsx_trace_call("accept", fd);
+	RSX_KEEP_ERRNO(rsx_on_accept_prepare(fd));
 	nfd = RSX_REAL(accept)(fd, addr, len);
 	if (nfd >= 0 && !rsx_guarded())
 		RSX_KEEP_ERRNO(rsx_on_accept(fd, nfd, 0));
@@ -63,6 +64,7 @@ RSX_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len,
 	int nfd;
 
 	rsx_trace_call("accept4", fd);
+	RSX_KEEP_ERRNO(rsx_on_accept_prepare(fd));
 	nfd = RSX_REAL(accept4)(fd, addr, len, flags);
 	if (nfd >= 0 && !rsx_guarded())
 		RSX_KEEP_ERRNO(rsx_on_accept(fd, nfd, flags));

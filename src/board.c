@@ -61,6 +61,16 @@ int rsx_board_create(int bell)
 	return 0;
 }
 
+/*
+ * The next rsx_board_create() makes a board of our own, for the family
+ * forked from then on: the one we inherited stays mapped (a thread may be
+ * looking at it), unused.
+ */
+void rsx_board_drop(void)
+{
+	rsx_board = NULL;
+}
+
 int rsx_board_have(void)
 {
 	return rsx_board != NULL;

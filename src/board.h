@@ -29,6 +29,7 @@
 #define RSX_BOARD_SLOTS 64
 
 int rsx_board_create(int bell);
+void rsx_board_drop(void);
 int rsx_board_have(void);
 int rsx_board_post(struct rsx_oob_pend *p);
 int rsx_board_collect(struct rsx_oob_pend *p, int64_t now);

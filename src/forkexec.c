@@ -441,7 +441,7 @@ void rsx_fork_child_sockets(void)
 		s->cm_knock = 0;	/* the parent's CM thread */
 		s->vfork_exec = 0;
 		s->wake_users = 0;
-		s->probe_id = NULL;	/* the parent's responder */
+		rsx_probe_fork_sock(s);	/* the parent's responder */
 		/*
 		 * Two processes have it: counting in one proves nothing,
 		 * unless the other lets go of it first (share.h).

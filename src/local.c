@@ -223,6 +223,8 @@ take:
 	l->s = s;
 	l->until = 0;
 	s->local_listen = 1;
+	s->probe_pid = getpid();	/* see rsx_probe_adopt() */
+	s->probe_sid = getsid(0);
 	rsx_dbg("fd %d: same-host requests on %s", fd, un.sun_path + 1);
 out:
 	pthread_mutex_unlock(&rsx_local_lock);

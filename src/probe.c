@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -623,6 +624,8 @@ void rsx_probe_listen(struct rsx_sock *s, int fd)
 		goto out_guard;
 	}
 	s->probe_id = id;
+	s->probe_pid = getpid();
+	s->probe_sid = getsid(0);
 	s->probed = 1;
 	/* for the requests of connections a forked worker accepts */
 	if (rsx_board_create(rsx_cm_bell))
@@ -632,6 +635,189 @@ out_guard:
 	rsx_guard_leave();
 out:
 	pthread_mutex_unlock(&rsx_probe_lock);
+}
+
+/*
+ * Responders across fork().  A responder is a CM id of the process that
+ * made it: the kernel drops it when that process's CM channel closes, and
+ * a fork child cannot use it (other credentials: EACCES); the same-host
+ * rendezvous (local.h) is a Unix socket the child closes.  A listener the
+ * child inherits with its parent's responder or rendezvous makes the child
+ * an heir: once the process that answers is gone (a daemon's parent exits
+ * right after fork(); nginx's too), the first descendant that looks
+ * answers for the port itself, with a board of its own (the one it
+ * inherited rings the bell of the process that is gone, under a number
+ * that means nothing in workers it did not fork).  An heir looks where it waits for connections (accept(),
+ * epoll_ctl(), poll() and select() of the listener) and after daemon();
+ * where that process is still there, a thread of ours waits for it to go
+ * (a pidfd): a daemon is often in accept() before its parent has finished
+ * exiting, and a probe that comes before anyone answers is told no.  A
+ * worker of a pre-forked server keeps that thread asleep for as long as
+ * its master lives.  A daemon's master (an heir in another session than
+ * the process it inherited from: it called setsid()) also looks before
+ * fork() and gives its parent a moment to go, so that the workers it
+ * forks share its responder and board rather than race for the port.
+ */
+static _Atomic int rsx_probe_heirs;	/* one of our listeners may be one */
+static _Atomic pid_t rsx_heir_watched;	/* the watcher's process, or 0 */
+static int rsx_heir_pidfd = -1;
+#define RSX_HEIR_LOOK_MS	200	/* between looks at the process */
+#define RSX_HEIR_FORK_MS	200	/* a daemon's parent, before fork() */
+
+/*
+ * A pidfd of process pid; -ESRCH when it is gone: EINVAL says that its
+ * number names a session or a group still, no process (a daemon's
+ * parent that called setsid()).  Without pidfds, kill() tells.
+ */
+static int rsx_pidfd(pid_t pid)
+{
+	int fd = syscall(SYS_pidfd_open, pid, 0);
+
+	if (fd >= 0)
+		return fd;
+	if (errno == ESRCH || errno == EINVAL ||
+	    (errno == ENOSYS && kill(pid, 0) && errno == ESRCH))
+		return -ESRCH;
+	return -errno;
+}
+
+/* Has process pid exited (a zombie too)?  Waits at most wait_ms. */
+static int rsx_pid_gone(pid_t pid, int wait_ms)
+{
+	struct pollfd p = { .events = POLLIN };
+	int gone;
+
+	p.fd = rsx_pidfd(pid);
+	if (p.fd < 0)
+		return p.fd == -ESRCH;
+	gone = rsx_libc.poll(&p, 1, wait_ms) > 0;
+	rsx_libc.close(p.fd);
+	return gone;
+}
+
+static void *rsx_heir_thread(void *arg)
+{
+	struct pollfd p = { .fd = rsx_heir_pidfd, .events = POLLIN };
+
+	(void)arg;
+	rsx_guard_enter();
+	while (rsx_libc.poll(&p, 1, -1) < 0 && errno == EINTR)
+		;
+	rsx_fd_private_close(rsx_heir_pidfd);
+	rsx_heir_pidfd = -1;
+	atomic_store(&rsx_heir_watched, 0);
+	rsx_probe_adopt_all(RSX_ADOPT_NOW | RSX_ADOPT_WATCH);
+	return NULL;
+}
+
+/*
+ * A thread of ours waits for pid to exit (one at a time).  -ESRCH: it is
+ * gone already.
+ */
+static int rsx_heir_watch(pid_t pid)
+{
+	pid_t none = 0;
+	int fd;
+
+	if (!atomic_compare_exchange_strong(&rsx_heir_watched, &none, pid))
+		return 0;
+	fd = rsx_pidfd(pid);
+	if (fd >= 0) {
+		rsx_heir_pidfd = rsx_fd_hide(fd);
+		if (!rsx_guard_thread(rsx_heir_thread))
+			return 0;
+		rsx_fd_private_close(rsx_heir_pidfd);
+		rsx_heir_pidfd = -1;
+	}
+	/* no pidfd here (an old kernel): the next look will tell */
+	atomic_store(&rsx_heir_watched, 0);
+	return fd == -ESRCH ? fd : 0;
+}
+
+/*
+ * fd's listener, if its responder's process is gone: ours from now on.
+ * how: RSX_ADOPT_WATCH where the program waits for connections,
+ * RSX_ADOPT_FORK before fork(), RSX_ADOPT_NOW when that process just
+ * exited.  Unlocked: two threads may both look; rsx_probe_listen() and
+ * rsx_local_listen() start one responder and one rendezvous.
+ */
+void rsx_probe_adopt(struct rsx_sock *s, int fd, int how)
+{
+	int64_t now = rsx_now_ms();
+	int err = errno, wait_ms = 0;
+
+	if (!s->probe_heir || atomic_load(&s->role) != RSX_ROLE_LISTENER ||
+	    (now < s->probe_adopt_at && !(how & RSX_ADOPT_NOW)))
+		return;
+	s->probe_adopt_at = now + RSX_HEIR_LOOK_MS;
+	/* a daemon's master about to fork its workers: see above */
+	if ((how & RSX_ADOPT_FORK) && s->probe_pid == getppid() &&
+	    getsid(0) != s->probe_sid) {
+		wait_ms = RSX_HEIR_FORK_MS;
+		how |= RSX_ADOPT_WATCH;
+	}
+	if (rsx_pid_gone(s->probe_pid, wait_ms) ||
+	    ((how & RSX_ADOPT_WATCH) && rsx_heir_watch(s->probe_pid))) {
+		s->probe_heir = 0;
+		rsx_board_drop();
+		rsx_probe_listen(s, fd);
+		if (s->local_listen) {
+			s->local_listen = 0;	/* the parent's */
+			rsx_local_listen(s, fd);
+		}
+		if (s->probe_id || s->local_listen) {
+			rsx_stat_inc(RSX_STAT_probe_adopted);
+			rsx_dbg("fd %d: answering for process %d, gone", fd,
+				s->probe_pid);
+		}
+	}
+	errno = err;
+}
+
+/*
+ * Every heir listener has its look (rsx_probe_adopt()); for a wait that
+ * does not name the listener (select()), a scan per RSX_HEIR_LOOK_MS.
+ */
+void rsx_probe_adopt_all(int how)
+{
+	static _Atomic int64_t next;
+	unsigned int fd, hw = rsx_fdtab_hiwater();
+	int64_t now = rsx_now_ms();
+	struct rsx_sock *s;
+	int left = 0;
+
+	if (how == RSX_ADOPT_WATCH) {
+		if (now < atomic_load(&next))
+			return;
+		atomic_store(&next, now + RSX_HEIR_LOOK_MS);
+	}
+	for (fd = 0; fd < hw; fd++) {
+		s = rsx_fd_peek(fd);
+		if (!s || s->kind != RSX_SOCK_TCP || !s->probe_heir ||
+		    !rsx_sock_tryget(s))
+			continue;
+		rsx_probe_adopt(s, fd, how);
+		left |= s->probe_heir;
+		rsx_sock_put(s);
+	}
+	if (!left)
+		atomic_store(&rsx_probe_heirs, 0);
+}
+
+int rsx_probe_heirs_open(void)
+{
+	return atomic_load_explicit(&rsx_probe_heirs, memory_order_relaxed);
+}
+
+/* In a fork child: s listens, with its parent's responder or none. */
+void rsx_probe_fork_sock(struct rsx_sock *s)
+{
+	if (s->probe_id || s->local_listen)
+		s->probe_heir = 1;	/* s->probe_pid: the parent */
+	s->probe_id = NULL;
+	s->probe_adopt_at = 0;		/* the child's first look: now */
+	if (s->probe_heir)
+		atomic_store(&rsx_probe_heirs, 1);
 }
 
 /*
@@ -681,7 +867,20 @@ void rsx_probe_fork_child(void)
 	pthread_mutex_init(&rsx_cm_busy, NULL);
 	pthread_mutex_init(&rsx_probe_lock, NULL);
 	rsx_cm_state = 0;
+	/*
+	 * Our copy of the parent's channel would keep its responders alive
+	 * after it exits, mute (their requests queued, never read) and
+	 * holding their ports against an heir.  The program has not run
+	 * since fork(): the number is still the channel's.
+	 */
+	if (rsx_cm_chan)
+		rsx_libc.close(rsx_cm_chan->fd);
 	rsx_cm_chan = NULL;
+	/* the heirs' watcher is the parent's (the child looks for itself) */
+	if (rsx_heir_pidfd >= 0)
+		rsx_fd_private_close(rsx_heir_pidfd);
+	rsx_heir_pidfd = -1;
+	atomic_store(&rsx_heir_watched, 0);
 	memset(rsx_orphans, 0, sizeof(rsx_orphans));	/* the parent's */
 	/* the parent's bell stays open where the board or a fork hand-off
 	 * rings it */

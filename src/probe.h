@@ -6,6 +6,7 @@
 
 struct rdma_event_channel;
 
+#include "compiler.h"
 #include "sock.h"
 
 /*
@@ -43,5 +44,20 @@ void rsx_probe_unlisten(struct rsx_sock *s);
 void rsx_probe_fork_prepare(void);
 void rsx_probe_fork_parent(void);
 void rsx_probe_fork_child(void);
+void rsx_probe_fork_sock(struct rsx_sock *s);
+/* An heir's look at the process that answered for its listener. */
+#define RSX_ADOPT_WATCH	1	/* where the program waits for connections */
+#define RSX_ADOPT_FORK	2	/* before fork() */
+#define RSX_ADOPT_NOW	4	/* that process just exited */
+void rsx_probe_adopt(struct rsx_sock *s, int fd, int how);
+void rsx_probe_adopt_all(int how);
+int rsx_probe_heirs_open(void);
+
+/* Where a server waits on listener fd: an heir's look (probe.c). */
+static inline void rsx_probe_heir_look(struct rsx_sock *s, int fd)
+{
+	if (unlikely(s->probe_heir) && s->kind == RSX_SOCK_TCP)
+		rsx_probe_adopt(s, fd, RSX_ADOPT_WATCH);
+}
 
 #endif

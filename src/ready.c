@@ -20,6 +20,7 @@
 #include "guard.h"
 #include "libc.h"
 #include "log.h"
+#include "probe.h"
 #include "ready.h"
 #include "upgrade.h"
 #include "sig.h"
@@ -725,7 +726,11 @@ int rsx_ready_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	struct rsx_sock *s = rsx_fd_peek(fd);
 	int target = fd, ret;
 
-	if (likely(!s) || rsx_guarded() || !rsx_ready_tracks(s))
+	if (likely(!s) || rsx_guarded())
+		return 1;
+	if (op != EPOLL_CTL_DEL)
+		rsx_probe_heir_look(s, fd);
+	if (!rsx_ready_tracks(s))
 		return 1;
 	s = rsx_fd_get(fd);
 	if (!s)
@@ -763,8 +768,10 @@ static int rsx_poll_fd(int fd, uint32_t *gen, uint8_t *counted)
 	int x = -1;
 
 	*counted = 0;
-	if (likely(!s) || s->kind != RSX_SOCK_TCP ||
-	    !atomic_load_explicit(&s->mode, memory_order_relaxed))
+	if (likely(!s) || s->kind != RSX_SOCK_TCP)
+		return -1;
+	rsx_probe_heir_look(s, fd);
+	if (!atomic_load_explicit(&s->mode, memory_order_relaxed))
 		return -1;
 	s = rsx_fd_get(fd);
 	if (!s)
@@ -851,6 +858,8 @@ int rsx_select_needs(int nfds, const fd_set *r, const fd_set *w,
 	struct rsx_sock *s;
 	int fd;
 
+	if (unlikely(rsx_probe_heirs_open()) && !rsx_guarded())
+		rsx_probe_adopt_all(RSX_ADOPT_WATCH);
 	if (likely(!atomic_load_explicit(&rsx_engine_socks,
 					 memory_order_relaxed)) ||
 	    rsx_guarded())

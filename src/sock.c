@@ -46,6 +46,10 @@ struct rsx_sock *rsx_sock_new(int kind, int family, int role)
 	s->partial_since = 0;
 	s->conn = NULL;
 	s->probe_id = NULL;
+	s->probe_pid = 0;
+	s->probe_sid = 0;
+	s->probe_heir = 0;
+	s->probe_adopt_at = 0;
 	s->rdy = NULL;
 	atomic_store(&s->spinners, 0);
 	s->rdy_retired = NULL;

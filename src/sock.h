@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "sig.h"
 
@@ -95,6 +96,16 @@ struct rsx_sock {
 	pthread_mutex_t lock;
 	struct rsx_conn *conn;
 	void *probe_id;		/* listener: its probe responder's CM id */
+	/*
+	 * Listener: the process whose responder (and same-host rendezvous)
+	 * answers for it, and its session; probe_heir: that was an ancestor,
+	 * across fork(), which this process takes over from once it is gone
+	 * (rsx_probe_adopt()).
+	 */
+	pid_t probe_pid;
+	pid_t probe_sid;
+	uint8_t probe_heir;
+	int64_t probe_adopt_at;	/* ms: the next look at probe_pid */
 	struct rsx_ready *rdy;	/* readiness stand-in, once waited on */
 	/* threads polling it from a wait (ready.c): freed once none is */
 	_Atomic uint32_t spinners;

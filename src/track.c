@@ -24,6 +24,7 @@
 #include "oob.h"
 #include "probe.h"
 #include "fdtab.h"
+#include "guard.h"
 #include "init.h"
 #include "libc.h"
 #include "linger.h"
@@ -106,6 +107,15 @@ void rsx_on_accept(int lfd, int fd, int flags)
 	rsx_stats_conn_open(s, fd, s->family, RSX_ROLE_ACCEPTED, s->state);
 	rsx_sock_accepted(s);
 	rsx_oob_accepted(s, fd, l);
+}
+
+/* Before the program's accept(): an heir's look (probe.h). */
+void rsx_on_accept_prepare(int lfd)
+{
+	struct rsx_sock *l = rsx_fd_peek(lfd);
+
+	if (l && !rsx_guarded())
+		rsx_probe_heir_look(l, lfd);
 }
 
 void rsx_on_setfl(int fd, int flags)
@@ -390,6 +400,9 @@ void rsx_dup2_end(int oldfd, int newfd, int ok, struct rsx_sock *prev)
  */
 void rsx_on_fork_prepare(void)
 {
+	/* a daemon's master, about to fork its workers (probe.h) */
+	if (rsx_probe_heirs_open())
+		rsx_probe_adopt_all(RSX_ADOPT_FORK);
 	rsx_fork_share_sockets();	/* may start the CM thread */
 	if (unlikely(rsx_config.test_fork_gap_ms))
 		usleep(rsx_config.test_fork_gap_ms * 1000);
@@ -415,6 +428,17 @@ void rsx_on_fork_child(void)
 	rsx_stat_inc(RSX_STAT_forks);
 	rsx_fork_child_sockets();
 	rsx_dev_fork_child();
+}
+
+/*
+ * daemon(3)'s child: its parent exits right after the fork; a listener it
+ * answered for is this process's to answer for, as soon as it is gone.
+ */
+void rsx_on_daemon_child(void)
+{
+	rsx_on_fork_child();
+	if (rsx_probe_heirs_open())
+		rsx_probe_adopt_all(RSX_ADOPT_WATCH);
 }
 
 void rsx_on_exec(void)

@@ -12,6 +12,7 @@
  */
 void rsx_on_socket(int fd, int domain, int type, int protocol);
 void rsx_on_untracked(int fd);
+void rsx_on_accept_prepare(int lfd);
 void rsx_on_accept(int lfd, int fd, int flags);
 void rsx_on_listen(int fd);
 void rsx_on_connect_prepare(int fd, const struct sockaddr *sa,
@@ -34,6 +35,7 @@ void rsx_dup2_end(int oldfd, int newfd, int ok, struct rsx_sock *prev);
 void rsx_on_fork_prepare(void);
 void rsx_on_fork_parent(int failed);
 void rsx_on_fork_child(void);
+void rsx_on_daemon_child(void);
 void rsx_on_exec(void);
 void rsx_on_vfork(void);
 char **rsx_exec_env(char *const envp[], int self);

@@ -268,6 +268,8 @@ app_memcached() {
 # $tmpdir/LABEL.nginx (master_process on|off; "on" forks one worker after
 # listen(): the pre-fork pattern), serving $tmpdir/www (a 10 MiB file and a
 # small page).  app_nginx_stop: SIGQUIT, the graceful shutdown.
+# APP_NGINX_DAEMON=on: nginx becomes a daemon (its pid in LABEL.nginx/
+# nginx.pid), APP_NGINX_WORKERS: how many workers (1).
 app_nginx_start() {
 	local label=$1 master=$2 d=$tmpdir/$1.nginx
 	APP_PORT=$(vm_port)
@@ -276,9 +278,9 @@ app_nginx_start() {
 	[ -f "$tmpdir/www/big" ] || head -c 10485760 /dev/urandom >"$tmpdir/www/big"
 	[ -f "$tmpdir/www/small" ] || head -c 600 /dev/urandom >"$tmpdir/www/small"
 	cat >"$d/nginx.conf" <<-EOF
-	daemon off;
+	daemon ${APP_NGINX_DAEMON:-off};
 	master_process $master;
-	worker_processes 1;
+	worker_processes ${APP_NGINX_WORKERS:-1};
 	user root root;
 	pid $d/nginx.pid;
 	error_log $d/error.log warn;
