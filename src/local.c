@@ -34,13 +34,17 @@
 
 enum { RSX_LK_LISTENER = 1, RSX_LK_REQUEST, RSX_LK_ANSWER };
 
-/* A listener's Unix socket; s NULL: its TCP listener closed, kept until. */
+/*
+ * A listener's Unix socket; s NULL: its TCP listener closed, kept until,
+ * and on while the port at ss listens (a pre-forked worker's copy).
+ */
 struct rsx_local_l {
 	int fd;
 	struct rsx_sock *s;
 	int64_t until;
 	uint8_t addr[16];
 	uint16_t port;
+	struct sockaddr_storage ss;
 };
 
 /* A Unix connection under way: a request to read, or an answer to wait for. */
@@ -219,6 +223,7 @@ void rsx_local_listen(struct rsx_sock *s, int fd)
 	l->fd = ufd;
 	memcpy(l->addr, addr, 16);
 	l->port = port;
+	l->ss = ss;
 take:
 	l->s = s;
 	l->until = 0;
@@ -236,7 +241,9 @@ out:
 /*
  * The TCP listener is gone.  Its Unix socket stays RSOCKX_OOB_WINDOW_MS
  * for the connections it accepted lately (socat and nc close their
- * listener right after their one accept(), often before the client asks).
+ * listener right after their one accept(), often before the client asks),
+ * and as long as the port listens: a pre-forked server's master may close
+ * its copy while its workers accept.
  */
 void rsx_local_unlisten(struct rsx_sock *s)
 {
@@ -729,6 +736,7 @@ void rsx_local_serve(void)
 void rsx_local_tick(int64_t now)
 {
 	struct rsx_local_r *r;
+	struct rsx_local_l *l;
 	int i;
 
 	if (rsx_local_ep < 0)
@@ -743,10 +751,15 @@ void rsx_local_tick(int64_t now)
 			rsx_local_free(r);
 	}
 	pthread_mutex_lock(&rsx_local_lock);
-	for (i = 0; i < RSX_LOCAL_LISTENERS; i++)
-		if (rsx_local_ls[i].fd >= 0 && !rsx_local_ls[i].s &&
-		    rsx_local_ls[i].until <= now)
-			rsx_local_close(&rsx_local_ls[i].fd);
+	for (i = 0; i < RSX_LOCAL_LISTENERS; i++) {
+		l = &rsx_local_ls[i];
+		if (l->fd < 0 || l->s || l->until > now)
+			continue;
+		if (rsx_oob_port_listens((struct sockaddr *)&l->ss))
+			l->until = now + rsx_config.oob_window_ms;
+		else
+			rsx_local_close(&l->fd);
+	}
 	pthread_mutex_unlock(&rsx_local_lock);
 }
 

@@ -63,6 +63,26 @@ static struct rsx_oob_pend *rsx_oob_outbox;	/* answers to send */
 static struct rsx_oob_pend *rsx_oob_unaccepted; /* requests before accept() */
 static _Atomic int rsx_oob_nunaccepted;
 
+/*
+ * Does a TCP socket still listen on addr's port (a listener's fork
+ * children may hold it after the listener's process closed its copy)?
+ * Binding it says.
+ */
+int rsx_oob_port_listens(const struct sockaddr *addr)
+{
+	socklen_t len = addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) :
+			sizeof(struct sockaddr_in6);
+	int fd, one = 1, ret;
+
+	fd = rsx_libc.socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 1;	/* cannot tell: keep answering */
+	rsx_libc.setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	ret = rsx_libc.bind(fd, addr, len) && errno == EADDRINUSE;
+	rsx_libc.close(fd);
+	return ret;
+}
+
 int rsx_oob_addr(const void *sa, uint8_t addr[16], uint16_t *port)
 {
 	const struct sockaddr_in *s4 = sa;

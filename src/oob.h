@@ -3,6 +3,7 @@
 #define RSX_OOB_H
 
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "sock.h"
 #include "wire.h"
@@ -83,5 +84,6 @@ int rsx_oob_names(const struct rsx_sock *s, const uint8_t peer_addr[16],
 
 /* IPv4 addresses as ::ffff:a.b.c.d, for comparing with IPv6 sockets. */
 int rsx_oob_addr(const void *sa, uint8_t addr[16], uint16_t *port);
+int rsx_oob_port_listens(const struct sockaddr *addr);
 
 #endif

@@ -149,22 +149,6 @@ static void rsx_probe_finish(struct rsx_probe *p, int answer)
 		rsx_rdma.destroy_id(id);
 }
 
-/* Does a TCP socket still listen on addr's port?  Binding it says. */
-static int rsx_port_listens(const struct sockaddr *addr)
-{
-	socklen_t len = addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) :
-			sizeof(struct sockaddr_in6);
-	int fd, one = 1, ret;
-
-	fd = rsx_libc.socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return 1;	/* cannot tell: keep answering */
-	rsx_libc.setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	ret = rsx_libc.bind(fd, addr, len) && errno == EADDRINUSE;
-	rsx_libc.close(fd);
-	return ret;
-}
-
 /*
  * A request to a responder whose program closed the listener: 0 when it
  * is answered as usual (the port still listens, or it is an out-of-band
@@ -181,7 +165,7 @@ static int rsx_orphan_refuses(struct rdma_cm_event *ev)
 	for (i = 0; i < RSX_ORPHANS && !o; i++)
 		if (rsx_orphans[i].id == ev->listen_id)
 			o = &rsx_orphans[i];
-	if (!o || rsx_port_listens(rdma_get_local_addr(ev->listen_id)))
+	if (!o || rsx_oob_port_listens(rdma_get_local_addr(ev->listen_id)))
 		return 0;
 	if (rsx_now_ms() < o->until)
 		return !d || ev->param.conn.private_data_len < RSX_OOB_MAGIC_LEN ||
@@ -204,7 +188,7 @@ static void rsx_orphans_expire(void)
 	for (i = 0; i < RSX_ORPHANS; i++) {
 		id = rsx_orphans[i].id;
 		if (!id || now < rsx_orphans[i].until ||
-		    rsx_port_listens(rdma_get_local_addr(id)))
+		    rsx_oob_port_listens(rdma_get_local_addr(id)))
 			continue;
 		pthread_mutex_lock(&rsx_probe_lock);
 		rsx_orphans[i].id = NULL;
