@@ -251,7 +251,7 @@ void rsx_sock_close_last(struct rsx_sock *s, int fd)
 	if (s->lingered)
 		;	/* the lingerer's end (linger.c): nothing left to wait */
 	else if (rsx_hand_back(s))
-		rsx_downgrade(s, fd, 0);	/* a fork child may hold it */
+		rsx_downgrade(s, fd, RSX_DOWN_CLOSE);	/* a child may hold it */
 	else if (!atomic_load(&s->nonblock) ||
 		 (rsx_end_step(s, fd, 0) && rsx_linger_start(s, fd)))
 		rsx_end_step(s, fd, rsx_linger_end());	/* waits here */
@@ -324,7 +324,7 @@ int rsx_lock_until(struct rsx_sock *s, int64_t deadline)
 static void rsx_exit_start(struct rsx_sock *s, int fd)
 {
 	if (rsx_hand_back(s))
-		rsx_downgrade(s, fd, 0);	/* a child may outlive us */
+		rsx_downgrade(s, fd, RSX_DOWN_CLOSE);	/* a child may outlive us */
 	else
 		rsx_end_step(s, fd, 0);		/* the FIN out, no wait */
 }

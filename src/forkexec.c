@@ -18,6 +18,7 @@
 #include "linger.h"
 #include "libc.h"
 #include "log.h"
+#include "oob.h"
 #include "probe.h"
 #include "rdma.h"
 #include "ready.h"
@@ -47,13 +48,14 @@ static int rsx_exec_peer_down(struct rsx_sock *s, int fd)
  * data path back to TCP: the peer reads its ring up to our last byte and
  * TCP after it, and sends again over TCP whatever of its ring bytes our
  * application had not read.  When this cannot be done, the connection is
- * shut down: both ends see it end, never a stream with a hole.  exec: the
- * process is about to execute another program (see below).  Returns 0
- * (TCP now) or -errno (shut down).
+ * shut down: both ends see it end, never a stream with a hole.  why: see
+ * upgrade-int.h; before an exec the process is about to execute another
+ * program (see below).  Returns 0 (TCP now) or -errno (shut down).
  */
-int rsx_downgrade(struct rsx_sock *s, int fd, int exec)
+int rsx_downgrade(struct rsx_sock *s, int fd, enum rsx_down_why why)
 {
 	int64_t deadline = rsx_linger_end();
+	int exec = why == RSX_DOWN_EXEC;
 	struct rsx_conn *c;
 	int ret = 0;
 
@@ -90,6 +92,15 @@ int rsx_downgrade(struct rsx_sock *s, int fd, int exec)
 	if (!ret)
 		rsx_stat_inc(exec ? RSX_STAT_exec_downgraded :
 			     RSX_STAT_fork_downgraded);
+	if (!ret && c->oob && !c->peer_down && !s->wr_shut && !exec) {
+		/* where the stream stands, for a child that counts on */
+		struct rsx_ho_counts n = {
+			.tx = c->tx_tcp, .rx = c->rx_tcp,
+			.tx_sum = c->tx_sum, .rx_sum = c->rx_sum,
+		};
+
+		rsx_handoff_counts(s, &n);
+	}
 out:
 	c = s->conn;
 	if (ret && c) {
@@ -100,6 +111,16 @@ out:
 		rsx_stat_inc(exec ? RSX_STAT_exec_lost : RSX_STAT_fork_lost);
 	}
 	rsx_handoff_done(s, !ret);
+	if (why == RSX_DOWN_CLOSE) {
+		/*
+		 * We let go of it, moving no byte more: a child that holds
+		 * it may find itself alone with it (share.h), which the
+		 * taint of going to plain TCP would deny it; and a request
+		 * for it is no longer ours to take (rsx_oob_find).
+		 */
+		rsx_share_drop(s);
+		s->oob_ok = 0;
+	}
 	/* a thread asleep on it frees it, and goes on over TCP (rsx_sleep) */
 	if (c)
 		rsx_to_tcp(s, RSX_STAT_COUNT);
@@ -142,7 +163,7 @@ int rsx_sock_exec_downgrade(struct rsx_sock *s, int fd)
 		}
 		usleep(1000);
 	}
-	ret = rsx_downgrade(s, fd, 1);
+	ret = rsx_downgrade(s, fd, RSX_DOWN_EXEC);
 	rsx_sock_unlock(s);
 	return ret;
 }
@@ -171,7 +192,7 @@ int rsx_sock_exec_inherit(struct rsx_sock *s, int fd, int self)
 	if (s->state != RSX_ST_FORKED)
 		return 0;
 	rsx_sock_lock(s);
-	if (s->state == RSX_ST_FORKED && (!self || rsx_forked_use(s))) {
+	if (s->state == RSX_ST_FORKED && (!self || rsx_forked_use(s, 0))) {
 		rsx_warn("fd %d: upgraded connection passed to a new program, "
 			 "which cannot use it", fd);
 		rsx_stat_inc(RSX_STAT_exec_lost);
@@ -279,7 +300,7 @@ int rsx_vfork_serve(void)
 		if (rsx_fd_peek(fd) == s && atomic_exchange(&s->vfork_exec, 0)) {
 			if (s->state == RSX_ST_UPGRADED ||
 			    s->state == RSX_ST_CLIENT_HELLO)
-				rsx_downgrade(s, fd, 1);
+				rsx_downgrade(s, fd, RSX_DOWN_EXEC);
 			else
 				rsx_oob_off(s, RSX_STAT_fallback_fork);
 		}
@@ -341,6 +362,9 @@ void rsx_fork_share_sockets(void)
 			if (bell < 0 || rsx_handoff_share(s, fd, bell))
 				rsx_info("fd %d: no hand-off slot: a fork "
 					 "child that uses it gets EIO", fd);
+			else if (s->conn->oob && rsx_share_fork(s))
+				rsx_dbg("fd %d: no share slot: it stays TCP "
+					"once handed over", fd);
 		} else if (!s->conn) {
 			rsx_fork_share_one(s, fd);
 		} else if (rsx_state_counted(s->state)) {
@@ -368,7 +392,7 @@ static void rsx_fork_serve_one(struct rsx_sock *s, int fd)
 		return;
 	}
 	if (s->state != RSX_ST_UPGRADED || c->qp_ready)
-		rsx_downgrade(s, fd, 0);
+		rsx_downgrade(s, fd, RSX_DOWN_FORK);
 }
 
 /*
@@ -394,16 +418,42 @@ int rsx_fork_serve(void)
 
 /*
  * A fork child uses s, which its parent holds on a QP: the parent takes it
- * back to TCP first.  Under s->lock.  0: plain TCP now; -EIO: not usable.
+ * back to TCP first.  Under s->lock.  0: TCP now; -EIO: not usable.
+ * recount: where the parent said where the stream stands (handoff.h), s
+ * counts on from there, to move back onto a queue pair once this process
+ * alone holds it (share.h); otherwise it is plain TCP.
  */
-int rsx_forked_use(struct rsx_sock *s)
+int rsx_forked_use(struct rsx_sock *s, int recount)
 {
 	int ret = rsx_handoff_ask(s, rsx_config.linger_ms + 1000);
+	struct rsx_ho_counts n;
 
 	if (ret)
 		return ret;
-	rsx_sock_set_state(s, RSX_ST_TCP);
 	rsx_stat_inc(RSX_STAT_fork_handoffs);
+	if (recount && s->share_slot >= 0 && rsx_config.oob &&
+	    !s->rd_shut && !s->wr_shut && !rsx_handoff_recount(s, &n) &&
+	    (atomic_load(&s->role) == RSX_ROLE_ACCEPTED ||
+	     (s->peer_port && rsx_cm_running()))) {
+		s->tcp_tx = n.tx;
+		s->tcp_rx = n.rx;
+		s->tx_sum = n.tx_sum;
+		s->rx_sum = n.rx_sum;
+		s->oob_until = rsx_now_ms() + rsx_config.oob_window_ms;
+		/* a client asks (rsx_sock_oob_start), a server waits */
+		rsx_sock_set_state(s, atomic_load(&s->role) ==
+				   RSX_ROLE_ACCEPTED ? RSX_ST_SERVER_WAIT :
+						       RSX_ST_CLIENT_WAIT);
+		if (s->state == RSX_ST_CLIENT_WAIT)
+			rsx_oob_rescan();
+		rsx_dbg("the parent's connection, counted on from %llu bytes "
+			"out, %llu in", (unsigned long long)n.tx,
+			(unsigned long long)n.rx);
+		return 0;
+	}
+	if (s->share_slot >= 0)
+		rsx_share_taint(s);	/* its bytes are not counted */
+	rsx_sock_set_state(s, RSX_ST_TCP);
 	return 0;
 }
 
@@ -411,7 +461,7 @@ int rsx_forked_use(struct rsx_sock *s)
 void rsx_sock_forked_use(struct rsx_sock *s)
 {
 	if (s->state == RSX_ST_FORKED)
-		rsx_forked_use(s);
+		rsx_forked_use(s, 1);
 }
 
 /*

@@ -27,6 +27,8 @@ struct rsx_ho_slot {
 	_Atomic uint32_t word;
 	int fd;			/* the parent's descriptor at the fork */
 	struct rsx_sock *s;	/* the parent's socket (type-stable, sock.h) */
+	_Atomic uint32_t cseq;	/* n is the downgrade's of seq cseq (handoff.h) */
+	struct rsx_ho_counts n;
 };
 
 struct rsx_handoff {
@@ -78,6 +80,7 @@ int rsx_handoff_share(struct rsx_sock *s, int fd, int bell)
 		w = atomic_load(&sl->word);
 		if ((w & 0xff) != RSX_HO_FREE)
 			continue;
+		atomic_store(&sl->cseq, 0);
 		sl->fd = fd;
 		sl->s = s;
 		s->ho_page = rsx_ho;
@@ -98,6 +101,18 @@ int rsx_handoff_live(const struct rsx_sock *s)
 		return 0;
 	st = rsx_ho_state(s);
 	return st == RSX_HO_SHARED || st == RSX_HO_ASKED;
+}
+
+/* The parent, right before rsx_handoff_done(s, 1): where the stream stands. */
+void rsx_handoff_counts(struct rsx_sock *s, const struct rsx_ho_counts *n)
+{
+	struct rsx_ho_slot *sl;
+
+	if (!rsx_handoff_live(s))
+		return;
+	sl = &rsx_ho->slot[s->ho_slot];
+	sl->n = *n;
+	atomic_store(&sl->cseq, s->ho_seq);
 }
 
 /*
@@ -235,6 +250,28 @@ int rsx_handoff_ask(struct rsx_sock *s, int wait_ms)
 		}
 		usleep(500);
 	}
+}
+
+/*
+ * A child, once rsx_handoff_ask() said TCP: where the parent's downgrade
+ * left the stream.  -ENOENT when it did not say, or the slot moved on to
+ * another socket meanwhile (the copy is then not trusted).
+ */
+int rsx_handoff_recount(const struct rsx_sock *s, struct rsx_ho_counts *n)
+{
+	struct rsx_handoff *ho = s->ho_page;
+	struct rsx_ho_slot *sl;
+
+	if (!ho || s->ho_slot < 0)
+		return -ENOENT;
+	sl = &ho->slot[s->ho_slot];
+	if (atomic_load(&sl->cseq) != s->ho_seq)
+		return -ENOENT;
+	*n = sl->n;
+	if (atomic_load(&sl->cseq) != s->ho_seq ||
+	    atomic_load(&sl->word) >> 8 != s->ho_seq)
+		return -ENOENT;
+	return 0;
 }
 
 /* The parent's page is the parent's: a child makes its own when it forks. */

@@ -28,12 +28,28 @@
  * A child that finds the sequence number moved on knows that the parent
  * is done with the socket and left it on TCP (or shut it down, which TCP
  * then shows).
+ *
+ * After an out-of-band upgrade (oob.h) the parent's downgrade also leaves
+ * on the slot where the stream stands on TCP (struct rsx_ho_counts), under
+ * its own sequence word (cseq, the slot's seq once they are there; 0 while
+ * the slot is taken again): the child counts on from there, and once it
+ * alone holds the socket (share.h) a new out-of-band request of the
+ * client's moves it back onto a queue pair.
  */
 #define RSX_HANDOFF_SLOTS 256
+
+/* Bytes each way on TCP since the socket began, and their sums (oob.h). */
+struct rsx_ho_counts {
+	uint64_t tx;
+	uint64_t rx;
+	uint64_t tx_sum;
+	uint64_t rx_sum;
+};
 
 /* The parent. */
 int rsx_handoff_share(struct rsx_sock *s, int fd, int bell);
 int rsx_handoff_live(const struct rsx_sock *s);
+void rsx_handoff_counts(struct rsx_sock *s, const struct rsx_ho_counts *n);
 void rsx_handoff_done(struct rsx_sock *s, int ok);
 void rsx_handoff_release(struct rsx_sock *s);
 int rsx_handoff_have(void);
@@ -41,6 +57,7 @@ struct rsx_sock *rsx_handoff_next(int *slot, int *fd);
 
 /* A child. */
 int rsx_handoff_ask(struct rsx_sock *s, int wait_ms);
+int rsx_handoff_recount(const struct rsx_sock *s, struct rsx_ho_counts *n);
 void rsx_handoff_fork_child(void);
 
 #endif

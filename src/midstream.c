@@ -423,6 +423,13 @@ int rsx_sock_oob_start(struct rsx_sock *s, int fd, int yes,
 	rsx_sock_lock_cm(s);
 	if (s->state != RSX_ST_CLIENT_WAIT || s->inband_try == 2)
 		goto out;
+	/*
+	 * A parent's connection that its fork child counts on (handoff.h):
+	 * asked once the child alone holds it, until oob_until.
+	 */
+	if (s->shared && s->share_slot >= 0 && rsx_sock_shared(s) &&
+	    rsx_now_ms() < s->oob_until)
+		goto out;
 	if (s->wr_shut || s->rd_shut || s->shared ||
 	    atomic_load(&s->evented)) {
 		rsx_to_tcp(s, RSX_STAT_fallback_oob);

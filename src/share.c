@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Accepted sockets that fork() shared before any upgrade (share.h). */
+/* Sockets that fork() shared before an upgrade, or after one (share.h). */
 #include <errno.h>
 #include <stdatomic.h>
 #include <sys/mman.h>

@@ -5,7 +5,8 @@
 #include "sock.h"
 
 /*
- * Accepted sockets that fork() shared before any upgrade (share.c).
+ * Sockets that fork() shared before any upgrade, or that a fork child took
+ * back to TCP after one (share.c).
  *
  * An out-of-band upgrade needs the bytes each end moved on TCP (oob.h).
  * Each process counts its own, so a socket that two processes hold is
@@ -44,10 +45,19 @@ void rsx_share_exit(void);
 /*
  * Under s->lock, right before fork(): an accepted socket that may still be
  * upgraded out of band (oob.h), and not yet: it counts on in every holder.
+ * One upgraded out of band may come back to TCP for a child (handoff.h),
+ * which then counts on too: it needs the holders as well, from the fork
+ * on (rsx_fork_share_sockets), in the child's own forks too (RSX_ST_FORKED,
+ * its slot inherited; a client's that counts on, RSX_ST_CLIENT_WAIT).
  */
 static inline int rsx_share_may(const struct rsx_sock *s)
 {
-	return s->oob_ok && !s->conn &&
+	if (s->share_slot >= 0 &&
+	    (s->state == RSX_ST_FORKED || s->state == RSX_ST_CLIENT_WAIT))
+		return 1;
+	if (!s->oob_ok)
+		return 0;
+	return !s->conn &&
 	       (s->state == RSX_ST_SERVER_NEW ||
 		s->state == RSX_ST_SERVER_STRIP ||
 		s->state == RSX_ST_SERVER_WAIT);

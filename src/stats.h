@@ -89,7 +89,8 @@
 	X(shm_tx_bytes)		/* application bytes sent over shared memory */ \
 	X(shm_rx_bytes)		/* ... received over shared memory */ \
 	X(fallback_stdio)	/* TCP for good: fdopen()ed, stdio's I/O */ \
-	X(ready_told)		/* arrivals told to an epoll wait, not on x */
+	X(ready_told)		/* arrivals told to an epoll wait, not on x */ \
+	X(oob_again)		/* client: asked again after the peer's DOWNGRADE */
 
 enum rsx_stat {
 #define RSX_STAT_ENUM(name) RSX_STAT_##name,

@@ -105,9 +105,14 @@ int rsx_negotiate(struct rsx_sock *s, int fd, int reading, int nonblock);
 int rsx_finish(struct rsx_sock *s, int fd, int64_t deadline);
 int rsx_client_hello_settle(struct rsx_sock *s, int fd, int64_t deadline);
 
-/* forkexec.c */
-int rsx_downgrade(struct rsx_sock *s, int fd, int exec);
-int rsx_forked_use(struct rsx_sock *s);
+/* forkexec.c: why a connection goes back to TCP (rsx_downgrade) */
+enum rsx_down_why {
+	RSX_DOWN_FORK = 0,	/* a fork child asked for it */
+	RSX_DOWN_EXEC,		/* this process executes another program */
+	RSX_DOWN_CLOSE,		/* it lets go of it; a fork child may not */
+};
+int rsx_downgrade(struct rsx_sock *s, int fd, enum rsx_down_why why);
+int rsx_forked_use(struct rsx_sock *s, int recount);
 
 /* midstream.c */
 int rsx_wake_fd(struct rsx_sock *s);

@@ -183,6 +183,7 @@ int rsx_resend(struct rsx_sock *s, int fd)
 {
 	struct rsx_conn *c = s->conn;
 	uint32_t size = c->peer.ring_size, off;
+	struct iovec v;
 	size_t len;
 	ssize_t n;
 
@@ -197,7 +198,13 @@ int rsx_resend(struct rsx_sock *s, int fd)
 			continue;
 		if (n < 0)
 			return -errno;
+		/* TCP's bytes, counted as any: a new upgrade may follow */
+		v.iov_base = c->stage + off;
+		v.iov_len = n;
 		c->tx_resend += n;
+		c->tx_tcp += n;
+		if (c->oob)
+			c->tx_sum = rsx_sum_iov(c->tx_sum, &v, 1, 0, n);
 		rsx_stat_add(RSX_STAT_down_resent_bytes, n);
 		rsx_stat_add(RSX_STAT_tcp_tx_bytes, n);
 	}
@@ -337,15 +344,39 @@ int rsx_sock_cut_step(struct rsx_sock *s, struct rsx_conn *c, int64_t now)
 }
 
 /*
+ * The peer took the connection back to TCP: its process let go of it for
+ * a fork child, which may come back out of band, alone with it and every
+ * byte counted (handoff.h, share.h); or it executes another program.  So
+ * after an out-of-band upgrade this end counts on, from the connection's
+ * counts (TCP's bytes each way since connect() or accept(), those sent
+ * again after the DOWNGRADE included, rsx_resend): a client asks again at
+ * once, and a server waits for a request for RSOCKX_OOB_WINDOW_MS.
+ * Anything else, or no answer, leaves it on TCP as before.
+ */
+static int rsx_may_count_on(struct rsx_sock *s, const struct rsx_conn *c)
+{
+	int role = atomic_load(&s->role);
+
+	if (!c->oob || !rsx_config.oob || s->shared || s->rd_shut ||
+	    s->wr_shut || c->peer_fin || c->tcp_eof || c->err ||
+	    atomic_load(&s->evented))
+		return 0;
+	if (role == RSX_ROLE_CONNECTOR)
+		return s->peer_port != 0;
+	return role == RSX_ROLE_ACCEPTED && s->oob_ok;
+}
+
+/*
  * The peer went back to TCP and nothing of the ring is left: our bytes it
  * had not read went again, and the application has read all the peer wrote
  * into our ring (after any TCP bytes before its cut-over).  The socket
- * becomes plain TCP, unless a thread still sleeps on the connection.
- * Returns 1 when it did.
+ * becomes plain TCP, unless a thread still sleeps on the connection, or
+ * counts on (rsx_may_count_on).  Returns 1 when it did.
  */
 int rsx_down_settle(struct rsx_sock *s, int fd)
 {
 	struct rsx_conn *c = s->conn;
+	int again;
 
 	if (s->state != RSX_ST_UPGRADED || !c->peer_down || c->polling ||
 	    c->waiters || c->tx_resend != c->tx_head ||
@@ -356,7 +387,26 @@ int rsx_down_settle(struct rsx_sock *s, int fd)
 		rsx_libc.shutdown(fd, SHUT_RD);
 	rsx_dbg("fd %d: back to plain TCP after the peer's DOWNGRADE", fd);
 	rsx_handoff_done(s, 1);
+	again = rsx_may_count_on(s, c);
+	if (again) {
+		s->tcp_tx = c->tx_tcp;
+		s->tcp_rx = c->rx_tcp;
+		s->tx_sum = c->tx_sum;
+		s->rx_sum = c->rx_sum;
+	}
 	rsx_to_tcp(s, RSX_STAT_peer_downgrades);
+	if (!again)
+		return 1;
+	rsx_dbg("fd %d: counting on after %llu bytes out, %llu in", fd,
+		(unsigned long long)s->tcp_tx, (unsigned long long)s->tcp_rx);
+	if (atomic_load(&s->role) == RSX_ROLE_ACCEPTED) {
+		s->oob_until = rsx_now_ms() + rsx_config.oob_window_ms;
+		rsx_sock_set_state(s, RSX_ST_SERVER_WAIT);
+		return 1;
+	}
+	rsx_sock_set_state(s, RSX_ST_CLIENT_WAIT);
+	rsx_stat_inc(RSX_STAT_oob_again);
+	rsx_oob_rescan();
 	return 1;
 }
 
@@ -787,7 +837,7 @@ again:
 			goto again;	/* now in the socket's new state */
 		break;
 	case RSX_ST_FORKED:
-		ret = rsx_forked_use(s);
+		ret = rsx_forked_use(s, 1);
 		if (!ret)
 			goto again;
 		break;

@@ -16,6 +16,9 @@
 #         plain   no fork (the server forks)
 #         paced   no fork, a pause before every record, so that an
 #                 upgrade out of band comes while the stream goes on
+#         slow    as paced, but with longer pauses in the first phase,
+#                 so that the upgrade comes before the server's fork
+#         slowdaemon  daemon, paced as slow: upgraded before the fork
 #         child   the child runs phase 2 and exits; the parent phase 3
 #         idle    the child never touches the socket; the parent runs
 #                 phases 2 and 3 meanwhile
@@ -81,9 +84,11 @@ def fail(out, why):
 
 def client(addr, port, bind, scen, out):
     s = socket.create_connection((addr, port), source_address=(bind, 0))
-    echo_phase(s, 0, 0.04 if scen == "paced" else 0)
-    if scen in ("plain", "paced"):
-        pause = 0.04 if scen == "paced" else 0
+    pause = 0.04 if scen in ("paced", "slow", "slowdaemon") else 0
+    echo_phase(s, 0, 0.1 if scen.startswith("slow") else pause)
+    if scen == "slowdaemon":
+        scen = "daemon"
+    if scen in ("plain", "paced", "slow"):
         echo_phase(s, 1, pause)
         echo_phase(s, 2, pause)
         finish(s, out)
@@ -103,8 +108,8 @@ def client(addr, port, bind, scen, out):
                 deadline = time.time() + 20
                 while os.getppid() == parent and time.time() < deadline:
                     time.sleep(0.01)
-                echo_phase(s, 1)
-                echo_phase(s, 2)
+                echo_phase(s, 1, pause)
+                echo_phase(s, 2, pause)
                 finish(s, out)
         except Exception as e:      # noqa: BLE001 (reported to the shell)
             fail(out, "child: %s" % e)

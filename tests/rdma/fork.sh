@@ -23,6 +23,13 @@
 #           now, with every byte counted, upgrades (src/share.c)
 #   oobhold the same, but the parent keeps its copy open until the child
 #           is done: counts of one holder prove nothing, so it stays TCP
+#   oobsrvfork the server reads the first phase, upgraded out of band by
+#           then, forks and closes its copy (downgrading it for the child,
+#           and saying where the stream stood); the client asks again and
+#           the child, alone with the socket, every byte counted, answers:
+#           the rest of the stream goes over RDMA again
+#   oobdaemon the client, upgraded out of band, forks and exits (daemon):
+#           its child, alone with the socket, asks again
 # vm-exclusive: yes
 # vm-timeout: 300
 . "$abs_top_srcdir/tests/lib.sh"
@@ -37,7 +44,7 @@ FORKPY=$abs_top_srcdir/tests/rdma/fork.py
 export RSOCKX_PROBE_TIMEOUT_MS=10000
 printf 'rdma connect * *\n' >"$tmpdir/rdma.conf"
 
-for scen in ${RSOCKX_FORK_SCENARIOS:-child idle daemon reader srvfork oobfork oobhold}; do
+for scen in ${RSOCKX_FORK_SCENARIOS:-child idle daemon reader srvfork oobfork oobhold oobsrvfork oobdaemon}; do
 	d=$tmpdir/$scen
 	mkdir -p "$d"
 	smode=echo cscen=$scen cconf=$tmpdir/rdma.conf
@@ -45,6 +52,8 @@ for scen in ${RSOCKX_FORK_SCENARIOS:-child idle daemon reader srvfork oobfork oo
 	srvfork) smode=fork cscen=plain ;;
 	oobfork) smode=forkfirst cscen=paced cconf= ;;
 	oobhold) smode=forkhold cscen=paced cconf= ;;
+	oobsrvfork) smode=fork cscen=slow cconf= ;;
+	oobdaemon) cscen=slowdaemon cconf= ;;
 	esac
 	port=$(vm_port)
 	snap=$(rxe_snap)
@@ -99,6 +108,21 @@ for scen in ${RSOCKX_FORK_SCENARIOS:-child idle daemon reader srvfork oobfork oo
 			test "$(stat_of $d/sstats fork_alone)" -ge 1 -a \
 			     "$(stat_of $d/sstats midstream_upgrades)" -ge 1 -a \
 			     "$(stat_of $d/cstats midstream_upgrades)" -ge 1 ;;
+	oobsrvfork)
+		check "$scen: the server's parent went back to TCP at its close, the child took it over alone (fork_downgraded $sf, fork_handoffs $sh, fork_alone $(stat_of $d/sstats fork_alone))" \
+			test "$sf" = 1 -a "$sh" = 1 -a "$(stat_of $d/sstats fork_alone)" -ge 1
+		check "$scen: the client asked again and was upgraded a second time (peer_downgrades $(stat_of $d/cstats peer_downgrades), oob_again $(stat_of $d/cstats oob_again), upgraded $(stat_of $d/cstats upgraded), midstream_upgrades $(stat_of $d/cstats midstream_upgrades))" \
+			test "$(stat_of $d/cstats peer_downgrades)$(stat_of $d/cstats oob_again)$(stat_of $d/cstats upgraded)$(stat_of $d/cstats midstream_upgrades)" = 1122
+		# the first phase is 300000 bytes: more than that came after
+		check "$scen: the child's echo came over RDMA after the second upgrade (client rdma_rx_bytes $(stat_of $d/cstats rdma_rx_bytes) > 300000)" \
+			test "$(stat_of $d/cstats rdma_rx_bytes)" -gt 300000 ;;
+	oobdaemon)
+		check "$scen: the client's parent went back to TCP on its way out, the child took it over alone (fork_downgraded $cf, fork_handoffs $ch, fork_alone $(stat_of $d/cstats fork_alone))" \
+			test "$cf" = 1 -a "$ch" = 1 -a "$(stat_of $d/cstats fork_alone)" -ge 1
+		check "$scen: the server counted on, the child asked again, and the server was upgraded a second time (peer_downgrades $(stat_of $d/sstats peer_downgrades), upgraded $(stat_of $d/sstats upgraded), midstream_upgrades $(stat_of $d/sstats midstream_upgrades))" \
+			test "$(stat_of $d/sstats peer_downgrades)$(stat_of $d/sstats upgraded)$(stat_of $d/sstats midstream_upgrades)" = 122
+		check "$scen: the child's records came over RDMA after the second upgrade (server rdma_rx_bytes $(stat_of $d/sstats rdma_rx_bytes) > 300000)" \
+			test "$(stat_of $d/sstats rdma_rx_bytes)" -gt 300000 ;;
 	srvfork)
 		check "$scen: the server's parent went back to TCP at its close, the child took it over (fork_downgraded $sf, fork_handoffs $sh)" \
 			test "$sf" = 1 -a "$sh" = 1

@@ -20,7 +20,8 @@ printf 'rdma connect * *\n' >"$tmpdir/rdma.conf"
 export RSOCKX_PROBE_TIMEOUT_MS=${RSOCKX_PROBE_TIMEOUT_MS:-10000}
 
 # scenario NAME MINPKTS [blocking] [VAR=VALUE...]: server on B, client on A
-# (the variables in the client's environment); results in $tmpdir/NAME.*
+# (the variables in the client's environment, READY_SRV_ENV's words in the
+# server's); results in $tmpdir/NAME.*
 # READY_ONLY="a b" (RSOCKX_READY_ONLY through tests/vm/run.sh): run just
 # those; tests/san/san.test takes a few under ASan.
 READY_ONLY=${READY_ONLY:-${RSOCKX_READY_ONLY:-}}
@@ -33,8 +34,9 @@ scenario() {
 	ran "$name" || return 0
 	port=$(vm_port)
 	rm -f "$tmpdir/$name".[sc]stats
+	# shellcheck disable=SC2086
 	timeout 150 env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_CONF= \
-		RSOCKX_STATS_FILE="$tmpdir/$name.sstats" \
+		RSOCKX_STATS_FILE="$tmpdir/$name.sstats" ${READY_SRV_ENV:-} \
 		"$PYTHON" "$READY_PY" "$name" server $HOST_B "$port" \
 		>"$tmpdir/$name.server" 2>&1 &
 	spid=$!
@@ -118,6 +120,17 @@ scenario forkconn 10 blocking
 ran forkconn &&
 check "forkconn: three connections upgraded in the children" \
 	test "$(stat_of "$tmpdir/forkconn.sstats" upgraded)" = 3
+# forkconn with the server's forks pausing 200 ms where its CM thread
+# still runs (RSOCKX_TEST_FORK_GAP_MS) and no rules at the client, so that
+# its requests come out of band, some of them in that gap: such a request
+# must wait for the one process left with the connection (before the fix
+# of 2026-12-05 the child got EIO or a stream that hung; localready.test's
+# forkgap over shared memory)
+READY_SRV_ENV=RSOCKX_TEST_FORK_GAP_MS=200 scenario forkgap 10 blocking RSOCKX_CONF=
+ran forkgap &&
+check "forkgap: connections upgraded in the children ($(stat_of "$tmpdir/forkgap.sstats" upgraded) of 3), none lost in a fork (fork_lost $(stat_of "$tmpdir/forkgap.sstats" fork_lost))" \
+	test "$(stat_of "$tmpdir/forkgap.sstats" upgraded)" -ge 2 -a \
+	     "$(stat_of "$tmpdir/forkgap.sstats" fork_lost)" = 0
 scenario forkinherit 10 blocking
 ran forkinherit &&
 check "forkinherit: the child took the connection over, on TCP (fallback_fork $(stat_of "$tmpdir/forkinherit.sstats" fallback_fork), fork_downgraded $(stat_of "$tmpdir/forkinherit.sstats" fork_downgraded), fork_handoffs $(stat_of "$tmpdir/forkinherit.sstats" fork_handoffs))" \
