@@ -231,6 +231,8 @@ static void rsx_init_env(void)
 		rsx_adopt_inherited(s);
 		unsetenv("RSOCKX_INHERIT");	/* our exec wrappers set it anew */
 	}
+	rsx_adopt_listen_fds(secure_getenv("LISTEN_FDS"),
+			     secure_getenv("LISTEN_PID"));
 }
 
 int rsx_init_slow(void)

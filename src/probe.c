@@ -740,12 +740,12 @@ void rsx_probe_adopt(struct rsx_sock *s, int fd, int how)
 		wait_ms = RSX_HEIR_FORK_MS;
 		how |= RSX_ADOPT_WATCH;
 	}
-	if (rsx_pid_gone(s->probe_pid, wait_ms) ||
+	if (!s->probe_pid || rsx_pid_gone(s->probe_pid, wait_ms) ||
 	    ((how & RSX_ADOPT_WATCH) && rsx_heir_watch(s->probe_pid))) {
 		s->probe_heir = 0;
 		rsx_board_drop();
 		rsx_probe_listen(s, fd);
-		if (s->local_listen) {
+		if (s->local_listen || !s->probe_pid) {
 			s->local_listen = 0;	/* the parent's */
 			rsx_local_listen(s, fd);
 		}
@@ -794,6 +794,20 @@ int rsx_probe_heirs_open(void)
 }
 
 /* In a fork child: s listens, with its parent's responder or none. */
+/*
+ * A listener this program inherited across exec (track.c): the old
+ * program's CM channel and Unix socket closed with the exec, so nobody
+ * answers for its port.  The first look answers for it, as an heir whose
+ * owner is gone (probe_pid 0).
+ */
+void rsx_probe_inherit(struct rsx_sock *s)
+{
+	s->probe_heir = 1;
+	s->probe_pid = 0;
+	s->probe_adopt_at = 0;
+	atomic_store(&rsx_probe_heirs, 1);
+}
+
 void rsx_probe_fork_sock(struct rsx_sock *s)
 {
 	if (s->probe_id || s->local_listen)

@@ -52,6 +52,7 @@ void rsx_probe_fork_sock(struct rsx_sock *s);
 void rsx_probe_adopt(struct rsx_sock *s, int fd, int how);
 void rsx_probe_adopt_all(int how);
 int rsx_probe_heirs_open(void);
+void rsx_probe_inherit(struct rsx_sock *s);
 
 /* Where a server waits on listener fd: an heir's look (probe.c). */
 static inline void rsx_probe_heir_look(struct rsx_sock *s, int fd)

@@ -56,7 +56,7 @@
 	X(fallback_probe)	/* stayed TCP: probe said no (or ended first) */ \
 	X(probes_sent) X(probe_yes) X(probe_no)				\
 	X(probes_answered)	/* responder: probes rejected as rsockx */ \
-	X(probe_adopted)	/* responders taken over from a gone parent */ \
+	X(probe_adopted)	/* responders taken over: gone parent, exec */ \
 	X(exec_downgraded)	/* upgraded sockets back on TCP for exec */ \
 	X(peer_downgrades)	/* ... and the peer side of those, settled */ \
 	X(down_resent_bytes)	/* ring bytes sent again over TCP for those */ \

@@ -516,7 +516,8 @@ char **rsx_exec_env(char *const envp[], int self)
 		if (rsx_sock_exec_inherit(s, fd, self))
 			continue;
 		if (s->state != RSX_ST_SERVER_NEW &&
-		    s->state != RSX_ST_SERVER_STRIP)
+		    s->state != RSX_ST_SERVER_STRIP &&
+		    atomic_load(&s->role) != RSX_ROLE_LISTENER)
 			continue;
 		len += snprintf(list + len, sizeof(list) - len, "%s%u",
 				found ? "," : "", fd);
@@ -563,10 +564,60 @@ static unsigned long rsx_tcp_ino(int fd)
 }
 
 /*
+ * fd, inherited across exec, is a TCP socket: when it listens, it becomes
+ * a tracked listener whose port is answered for from the program's first
+ * look at it (rsx_probe_inherit), unless the rules keep it TCP.  1 when fd
+ * listens.
+ */
+static int rsx_adopt_listener(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct rsx_sock *s;
+	int on = 0;
+
+	if (rsx_libc.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) ||
+	    !on)
+		return 0;
+	len = sizeof(ss);
+	if (!rsx_config.valid ||
+	    rsx_libc.getsockname(fd, (struct sockaddr *)&ss, &len) ||
+	    rsx_rules_match(&rsx_config.rules, RSX_DIR_ACCEPT,
+			    (struct sockaddr *)&ss, len, RSX_ACT_PROBE,
+			    NULL) == RSX_ACT_TCP)
+		return 1;
+	s = rsx_sock_new(RSX_SOCK_TCP, ss.ss_family, RSX_ROLE_LISTENER);
+	if (!s)
+		return 1;
+	rsx_fd_install(fd, s);
+	rsx_probe_inherit(s);
+	rsx_stat_inc(RSX_STAT_tcp_listening);
+	rsx_stats_publish();
+	rsx_dbg("fd %d: an inherited listener", fd);
+	return 1;
+}
+
+/*
+ * A service manager's listeners (systemd's socket activation: LISTEN_FDS
+ * descriptors from 3 on, LISTEN_PID ours), once at start.
+ */
+void rsx_adopt_listen_fds(const char *nfds, const char *pid)
+{
+	int n, fd;
+
+	if (!nfds || !pid || atoi(pid) != getpid() || rsx_fdtab_ready())
+		return;
+	n = atoi(nfds);
+	for (fd = 3; fd < 3 + n && fd < 3 + RSX_INHERIT_MAX; fd++)
+		if (!rsx_fd_peek(fd) && rsx_tcp_ino(fd))
+			rsx_adopt_listener(fd);
+}
+
+/*
  * Called once at start with RSOCKX_INHERIT: those descriptors become
- * tracked sockets in the "drop a HELLO" state; descriptors of one socket
- * (dup2 onto 0 and 1) share one object.  Anything that does not check out
- * is ignored.
+ * tracked sockets in the "drop a HELLO" state, or tracked listeners;
+ * descriptors of one socket (dup2 onto 0 and 1) share one object.
+ * Anything that does not check out is ignored.
  */
 void rsx_adopt_inherited(const char *list)
 {
@@ -592,6 +643,9 @@ void rsx_adopt_inherited(const char *list)
 				break;
 		if (i < n) {
 			rsx_on_dup(fds[i], fd);
+		} else if (rsx_adopt_listener(fd)) {
+			n++;
+			continue;
 		} else {
 			s = rsx_sock_new(RSX_SOCK_TCP, AF_INET,
 					 RSX_ROLE_ACCEPTED);

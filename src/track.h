@@ -40,5 +40,6 @@ void rsx_on_exec(void);
 void rsx_on_vfork(void);
 char **rsx_exec_env(char *const envp[], int self);
 void rsx_adopt_inherited(const char *list);
+void rsx_adopt_listen_fds(const char *nfds, const char *pid);
 
 #endif

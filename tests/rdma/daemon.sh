@@ -7,7 +7,10 @@
 # unit runs it: the master forks its workers once its parent is gone);
 # python servers that listen, then call daemon(3), or fork and let the
 # parent exit (once, or twice with setsid() between), and accept in a
-# blocking accept(), which they are in before their parent has exited.  No configuration on either end (probe mode): each
+# blocking accept(), which they are in before their parent has exited;
+# and python servers whose listener comes across exec (socket activation,
+# a server that executes itself).  No configuration on either end (probe
+# mode): each
 # client's one connection moves to RDMA mid-stream, out of band.  Checked:
 # the bytes (sha256, cmp), the daemon answered for the port
 # (probe_adopted), both ends upgraded every connection, bytes came over
@@ -80,16 +83,23 @@ else
 	skip "nginx or curl not installed"
 fi
 
-# --- python: daemon(3), fork, double fork ------------------------------------
-# One connection each, 3 MiB at 1.6 MB/s.
+# --- python: daemon(3), fork, double fork; listeners handed on by exec -------
+# One connection each, 3 MiB at 1.6 MB/s.  activate: a socket activator
+# without the library (as systemd) executes the server, under it, with the
+# listener as descriptor 3 and LISTEN_FDS; reexec: the server executes
+# itself with its listener (RSOCKX_INHERIT).  Before, nobody answered for
+# such a port after the exec: 0 bytes over RDMA.
 head -c 3145728 /dev/urandom >"$tmpdir/blob"
-for how in daemon fork double; do
+for how in daemon fork double activate reexec; do
 	l=py-$how
 	s=$(rxe_snap)
 	port=$(vm_port)
 	rm -f "$tmpdir/$l.pid"
-	app_srv $l "$PYTHON" "$DAEMON_PY" serve $how $HOST_B "$port" "$tmpdir/blob" \
-		"$tmpdir/$l.pid" 1
+	noprel=()
+	[ $how = activate ] &&
+		noprel=(env -u LD_PRELOAD DAEMON_PRELOAD="$RSOCKX_PRELOAD")
+	app_srv $l "${noprel[@]}" "$PYTHON" "$DAEMON_PY" serve $how $HOST_B "$port" \
+		"$tmpdir/blob" "$tmpdir/$l.pid" 1
 	if wait_filled "$tmpdir/$l.pid" && app_wait "$port"; then
 		pid=$(cat "$tmpdir/$l.pid")
 		app_cli "$l" "$PYTHON" "$DAEMON_PY" get $HOST_B "$port" $HOST_A "$tmpdir/$l.out"
