@@ -793,7 +793,6 @@ int rsx_probe_heirs_open(void)
 	return atomic_load_explicit(&rsx_probe_heirs, memory_order_relaxed);
 }
 
-/* In a fork child: s listens, with its parent's responder or none. */
 /*
  * A listener this program inherited across exec (track.c): the old
  * program's CM channel and Unix socket closed with the exec, so nobody
@@ -808,6 +807,7 @@ void rsx_probe_inherit(struct rsx_sock *s)
 	atomic_store(&rsx_probe_heirs, 1);
 }
 
+/* In a fork child: s listens, with its parent's responder or none. */
 void rsx_probe_fork_sock(struct rsx_sock *s)
 {
 	if (s->probe_id || s->local_listen)
