@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "config.h"
 #include "conn.h"
 #include "fdtab.h"
 #include "handoff.h"
@@ -175,6 +176,23 @@ static int rsx_hand_back(struct rsx_sock *s)
 }
 
 /*
+ * The program is done with s (its last close, or exit) while s waited to
+ * move out of band: an answer or a request that comes after this must not
+ * cut it over, for the thread that takes it would send a CUTOVER that our
+ * TCP end, right after, turns into a broken connection at the peer (no
+ * FIN came).  s is plain TCP now; the peer's ping finds our side gone and
+ * it goes on with TCP too (rsx_cut_abandoned).  A socket a fork child
+ * holds as well is left to its hand-off.  1 when s went to TCP.
+ */
+static int rsx_oob_forgo(struct rsx_sock *s)
+{
+	if (!rsx_state_counted(s->state) || s->shared || s->share_slot >= 0)
+		return 0;
+	rsx_to_tcp(s, RSX_STAT_COUNT);
+	return 1;
+}
+
+/*
  * The end of a closed socket's stream, under s->lock: the FIN landed, or
  * the answer to the HELLO taken off TCP.  1 while deadline came first (0:
  * no wait at all).
@@ -252,6 +270,8 @@ void rsx_sock_close_last(struct rsx_sock *s, int fd)
 		;	/* the lingerer's end (linger.c): nothing left to wait */
 	else if (rsx_hand_back(s))
 		rsx_downgrade(s, fd, RSX_DOWN_CLOSE);	/* a child may hold it */
+	else if (rsx_oob_forgo(s))
+		;
 	else if (!atomic_load(&s->nonblock) ||
 		 (rsx_end_step(s, fd, 0) && rsx_linger_start(s, fd)))
 		rsx_end_step(s, fd, rsx_linger_end());	/* waits here */
@@ -325,7 +345,7 @@ static void rsx_exit_start(struct rsx_sock *s, int fd)
 {
 	if (rsx_hand_back(s))
 		rsx_downgrade(s, fd, RSX_DOWN_CLOSE);	/* a child may outlive us */
-	else
+	else if (!rsx_oob_forgo(s))
 		rsx_end_step(s, fd, 0);		/* the FIN out, no wait */
 }
 
@@ -340,15 +360,17 @@ void rsx_exit_flush(void)
 	unsigned int fd, hw = rsx_fdtab_hiwater();
 	int64_t deadline = rsx_linger_end();
 	struct rsx_sock *s;
-	int pass;
+	int pass, seen = 0;
 
 	rsx_share_exit();
 	for (pass = 0; pass < 2; pass++) {
 		for (fd = 0; fd < hw; fd++) {
 			s = rsx_fd_peek(fd);
-			if (!s || s->kind != RSX_SOCK_TCP || !s->conn ||
+			if (!s || s->kind != RSX_SOCK_TCP ||
+			    (!s->conn && !rsx_state_counted(s->state)) ||
 			    rsx_lock_until(s, deadline))
 				continue;
+			seen = 1;
 			if (!pass)
 				rsx_exit_start(s, fd);
 			else
@@ -357,4 +379,9 @@ void rsx_exit_flush(void)
 		}
 	}
 	rsx_linger_exit(deadline);
+	if (unlikely(rsx_config.test_exit_gap_ms) && seen) {
+		rsx_info("exit: flushed, %d ms to go (test)",
+			 rsx_config.test_exit_gap_ms);
+		usleep(rsx_config.test_exit_gap_ms * 1000);
+	}
 }

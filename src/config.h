@@ -80,6 +80,7 @@ struct rsx_config {
 	int test_probe_yes;	/* RSOCKX_TEST_PROBE_YES: test hook */
 	int cut_wait_ms;	/* RSX_CUT_WAIT_MS, or RSOCKX_TEST_CUT_WAIT_MS */
 	int test_fork_gap_ms;	/* RSOCKX_TEST_FORK_GAP_MS: test hook */
+	int test_exit_gap_ms;	/* RSOCKX_TEST_EXIT_GAP_MS: test hook */
 	struct rsx_rules rules;
 	char error[256];	/* first error, "source:line: reason" */
 };

@@ -178,6 +178,10 @@ static void rsx_init_tunables(void)
 	 * were shared out for a fork, before it is held (track.c) */
 	rsx_env_num("RSOCKX_TEST_FORK_GAP_MS", 0, 10000, 0,
 		    &c->test_fork_gap_ms, sizeof(int));
+	/* exit tests: a process with connections goes on this long after
+	 * exit() flushed them, its threads still taking answers (close.c) */
+	rsx_env_num("RSOCKX_TEST_EXIT_GAP_MS", 0, 10000, 0,
+		    &c->test_exit_gap_ms, sizeof(int));
 }
 
 /*

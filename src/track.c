@@ -268,7 +268,8 @@ void rsx_on_dup(int oldfd, int newfd)
 }
 
 /*
- * The last descriptor of an upgraded socket goes: deliver what was sent.
+ * The last descriptor of an upgraded socket goes: deliver what was sent;
+ * of one that waits to move out of band: it stays TCP (rsx_oob_forgo).
  * Other references are other descriptors, or calls of other threads under
  * way, which go on with a duplicate of their own (rsx_sock_orphan()).
  */
@@ -276,7 +277,7 @@ static void rsx_close_flush(struct rsx_sock *s, int fd)
 {
 	if (s && s->kind == RSX_SOCK_TCP && s->nepreg)
 		rsx_ready_forget_fd(s, fd);
-	if (!s || !s->conn)
+	if (!s || (!s->conn && !rsx_state_counted(s->state)))
 		return;
 	if (atomic_load(&s->ref) == 1)
 		rsx_sock_close_last(s, fd);
