@@ -28,6 +28,9 @@
  */
 #define RSX_BOARD_SLOTS 64
 
+/* A worker asleep on a socket that may move looks at the board this often. */
+#define RSX_BOARD_LOOK_MS 20
+
 int rsx_board_create(int bell);
 void rsx_board_drop(void);
 int rsx_board_have(void);

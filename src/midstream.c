@@ -151,6 +151,8 @@ ssize_t rsx_counted_io(struct rsx_sock *s, int fd, const struct iovec *iov,
 		if (unlikely(atomic_load_explicit(&s->cm_knock,
 						  memory_order_relaxed)))
 			rsx_counted_yield(s);
+		if (unlikely(s->oob_ok) && s->state == RSX_ST_SERVER_WAIT)
+			rsx_board_check(s, fd);	/* after a sleep: rsx_sleep */
 		if (!rsx_counts(s))
 			return -ERESTART;
 		if (s->state == RSX_ST_SERVER_WAIT &&

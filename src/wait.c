@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "board.h"
 #include "clock.h"
 #include "config.h"
 #include "conn.h"
@@ -169,6 +170,17 @@ int rsx_sleep(struct rsx_sock *s, int fd, short events, const sigset_t *mask,
 		mask = NULL;
 	}
 	if (!c) {
+		/*
+		 * A pre-forked worker's request comes up on the family's
+		 * board, which rings nobody in this process: the sleep ends
+		 * every RSX_BOARD_LOOK_MS for the caller to look (once, the
+		 * whole exchange of a connection went by on TCP before the
+		 * worker asleep in recv() took its request).
+		 */
+		if (unlikely(s->oob_ok) && s->state == RSX_ST_SERVER_WAIT &&
+		    rsx_board_have() &&
+		    (timeout < 0 || timeout > RSX_BOARD_LOOK_MS))
+			timeout = RSX_BOARD_LOOK_MS;
 		pfd[0].fd = fd;
 		pfd[0].events = events;
 		pfd[0].revents = 0;
