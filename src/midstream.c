@@ -369,9 +369,27 @@ void rsx_board_check(struct rsx_sock *s, int fd)
 }
 
 /*
+ * A request for s while s still runs on the connection its peer left with
+ * a DOWNGRADE (a fork child that is alone with the other end now asks
+ * again at once): s settles into counting on TCP once its program has
+ * read the ring, which may be later than the request.  1: not yet.
+ */
+static int rsx_oob_settling(struct rsx_sock *s, int fd)
+{
+	if (s->state != RSX_ST_UPGRADED || !s->conn->oob)
+		return 0;
+	rsx_progress(s, fd);
+	if (rsx_down_settle(s, fd))
+		return 0;
+	return s->state == RSX_ST_UPGRADED && s->conn->peer_down;
+}
+
+/*
  * The CM thread found the socket a request names (or accept() did).
  * -EBUSY: fork() shared it and another process may still hold it; the
  * request goes up on the board for the one that ends up alone with it.
+ * -EAGAIN: s is still settling its peer's DOWNGRADE; the CM thread asks
+ * it again (rsx_oob_tick) until the request expires.
  */
 int rsx_sock_oob_request(struct rsx_sock *s, int fd, struct rsx_oob_pend *p)
 {
@@ -379,6 +397,10 @@ int rsx_sock_oob_request(struct rsx_sock *s, int fd, struct rsx_oob_pend *p)
 	if (s->share_slot >= 0 && rsx_sock_shared(s)) {
 		rsx_sock_unlock(s);
 		return -EBUSY;
+	}
+	if (p->type == RSX_MSG_HELLO && rsx_oob_settling(s, fd)) {
+		rsx_sock_unlock(s);
+		return -EAGAIN;
 	}
 	rsx_oob_take(s, fd, p);
 	rsx_sock_unlock(s);

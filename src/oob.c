@@ -266,20 +266,24 @@ void rsx_oob_route(struct rsx_oob_pend *p)
 		rsx_oob_nak(p, RSX_NAK_STATE);
 		return;
 	}
+	p->again = 0;
 	s = rsx_oob_find(p, &fd);
 	if (s) {
 		ret = rsx_sock_oob_request(s, fd, p);
 		rsx_sock_put(s);
 		if (!ret)
 			return;
+		p->again = ret == -EAGAIN;
 	}
 	/*
 	 * Not accepted yet, or by another process of the family (board.h),
 	 * or shared with one by fork() (share.h): answered once it is, or
 	 * once one process alone holds it; refused when it expires
-	 * (rsx_oob_tick).
+	 * (rsx_oob_tick).  A socket still settling its peer's DOWNGRADE is
+	 * asked again at every tick.
 	 */
-	rsx_board_post(p);
+	if (!p->again)
+		rsx_board_post(p);
 	pthread_mutex_lock(&rsx_oob_lock);
 	p->next = rsx_oob_unaccepted;
 	rsx_oob_unaccepted = p;
@@ -603,21 +607,24 @@ int rsx_oob_tick(void)
 		out = NULL;
 		for (pp = &rsx_oob_unaccepted; (p = *pp);) {
 			ret = p->slot >= 0 ? rsx_board_collect(p, now) :
-			      p->expires > now ? 0 : -1;
+			      p->expires <= now ? -1 : p->again ? 2 : 0;
 			if (!ret) {
 				pp = &p->next;
 				continue;
 			}
 			*pp = p->next;
 			p->next = out;
-			p->type = ret;	/* 1: answered by the family */
+			p->type = ret;	/* 1: answered by the family, 2: ask again */
 			out = p;
 			atomic_fetch_sub(&rsx_oob_nunaccepted, 1);
 		}
 		pthread_mutex_unlock(&rsx_oob_lock);
 		while ((p = out)) {
 			out = p->next;
-			if (p->type == 1 && p->ufd >= 0)
+			if (p->type == 2) {
+				p->type = RSX_MSG_HELLO;
+				rsx_oob_route(p);
+			} else if (p->type == 1 && p->ufd >= 0)
 				rsx_local_relay(p);
 			else if (p->type == 1)
 				rsx_oob_queue(p);

@@ -51,6 +51,7 @@ struct rsx_oob_pend {
 	int fds[3];		/* an ACK's: memfd, server's and client's eventfd */
 	int pid;		/* the peer's process */
 	uint8_t shm;		/* a request for shared memory */
+	uint8_t again;		/* its socket was settling: asked again */
 	/*
 	 * The answer of another process of the family (board.h): its pid and
 	 * the numbers, in its table, of its TCP socket, memfd and eventfds.

@@ -206,17 +206,22 @@ static void *rsx_watch_thread(void *arg)
  */
 int rsx_ready_arm_now(void)
 {
-	uint64_t one = 1;
-
 	if (atomic_load(&rsx_ready_sleepers) ||
 	    atomic_load_explicit(&rsx_watch_live, memory_order_relaxed) >
 	    RSX_SPIN_CONNS_MAX)
 		return 1;
+	rsx_ready_backstop_soon();
+	return 0;
+}
+
+void rsx_ready_backstop_soon(void)
+{
+	uint64_t one = 1;
+
 	if (!atomic_exchange(&rsx_watch_unarmed, 1) &&
 	    atomic_load(&rsx_watch_forever) &&
 	    rsx_libc.write(rsx_watch_kick_fd, &one, sizeof(one)) < 0)
 		rsx_dbg("watcher kick: %s", strerror(errno));
-	return 0;
 }
 
 /* Under rsx_watch_lock. */

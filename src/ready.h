@@ -106,6 +106,8 @@ void rsx_sock_ready_sync(struct rsx_sock *s);
 int rsx_sock_ready_spin(struct rsx_sock *s);
 int rsx_sock_ready_arm(struct rsx_sock *s, int recent);
 int rsx_ready_arm_now(void);
+/* The watcher's backstop runs (rsx_sock_ready_arm) within its period. */
+void rsx_ready_backstop_soon(void);
 /* A program thread looks at s (under s->lock): the backstop can wait. */
 void rsx_ready_seen(struct rsx_sock *s);
 

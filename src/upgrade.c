@@ -992,22 +992,33 @@ void rsx_sock_ready_event(struct rsx_sock *s, int chan, uint32_t tcp_ev)
 	if (chan)
 		rsx_conn_event(c);
 	if (s->state == RSX_ST_UPGRADED && !c->tcp_eof &&
-	    (tcp_ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+	    (tcp_ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
 		rsx_peer_closed(s);
+		if (rsx_conn_gone_look(c))
+			rsx_ready_backstop_soon();	/* pings again */
+	}
 	rsx_sock_ready_sync(s);
 	rsx_ready_kick(s);
 }
 
 /*
  * The watcher's backstop (ready.c): arm s's CQ if it is not, unless a
- * program thread looked at s lately (recent).  1: left unarmed for that.
+ * program thread looked at s lately (recent).  1: left unarmed for that,
+ * or a peer that may have died is pinged again next round (conn.h).
  */
 int rsx_sock_ready_arm(struct rsx_sock *s, int recent)
 {
 	struct rsx_conn *c = s->conn;
 
-	if (!s->rdy || s->state != RSX_ST_UPGRADED || !c->qp_ready ||
-	    c->armed || c->err)
+	if (!s->rdy || s->state != RSX_ST_UPGRADED)
+		return 0;
+	if (unlikely(rsx_conn_gone_look(c))) {
+		rsx_conn_ping(c);
+		rsx_sock_ready_sync(s);
+		if (rsx_conn_gone_look(c))
+			return 1;
+	}
+	if (!c->qp_ready || c->armed || c->err)
 		return 0;
 	if (recent)
 		return 1;

@@ -142,7 +142,7 @@ int rsx_sleep(struct rsx_sock *s, int fd, short events, const sigset_t *mask,
 	uint32_t gen;
 	int ret, rev;
 	struct timespec until, ts;
-	int timeout, nested;
+	int timeout, nested, look;
 	short want = 0;
 
 	fd = rsx_sfd(s, fd);
@@ -260,6 +260,11 @@ int rsx_sleep(struct rsx_sock *s, int fd, short events, const sigset_t *mask,
 	}
 	if (c->qp_ready && rsx_conn_arm(c) == 0 && rsx_conn_poll(c) != 0)
 		return 0;	/* something came in meanwhile */
+	look = rsx_conn_gone_look(c);
+	if (unlikely(look) && (timeout < 0 || timeout > RSX_GONE_LOOK_MS))
+		timeout = RSX_GONE_LOOK_MS;
+	else
+		look = 0;
 	if (nested)
 		want = c->want;
 	c->polling = 1;
@@ -294,6 +299,8 @@ int rsx_sleep(struct rsx_sock *s, int fd, short events, const sigset_t *mask,
 	rsx_sock_lock(s);
 	if (ret < 0)
 		ret = errno == EINTR ? rsx_intr(timeout, mask, seen) : 0;
+	else if (ret == 0 && look)
+		rsx_conn_ping(c);	/* fails c if the peer is gone */
 	else if (ret == 0 && timeout >= 0)
 		ret = -EAGAIN;
 	if (pfd[1].revents)

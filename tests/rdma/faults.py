@@ -36,6 +36,9 @@ are printed as "key=value" words for the test to report.
             has not sent or received since its upgrade (not cut over),
             is killed (SIGKILL): the send must fail (ECONNRESET or
             EPIPE) within 10 s
+  killsndev  the same as killsnd, evented: a non-blocking socket whose
+            program waits in epoll (selectors) for room to write; the wait
+            must end and the next send fail within 10 s
   flap      client: connection A (upgraded) echoes; the port goes down
             (FAULTS_FLAG.want-down, the test answers FAULTS_FLAG.down):
             A must fail within 10 s, never end cleanly; connection B,
@@ -53,6 +56,7 @@ are printed as "key=value" words for the test to report.
 import errno
 import os
 import resource
+import selectors
 import signal
 import socket
 import sys
@@ -150,7 +154,7 @@ def serve(scenario, ls):
         time.sleep(HOLD)      # the connection stays open meanwhile
         c.close()
         return "held"
-    if scenario in ("closesnd", "closesndrst", "killsnd"):
+    if scenario in ("closesnd", "closesndrst", "killsnd", "killsndev"):
         recv_exact(c, 1000)
         c.sendall(b"k")
         t0 = time.monotonic()
@@ -162,8 +166,9 @@ def serve(scenario, ls):
             time.sleep(HOLD)
             c.close()
             return "closed unread after %.0f s" % HOLD
-        if scenario == "killsnd":
-            print("faults.py: ok killsnd server killing itself", flush=True)
+        if scenario.startswith("killsnd"):
+            print("faults.py: ok %s server killing itself" % scenario,
+                  flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
         want = pattern(7, SNDN)
         got = 0
@@ -360,6 +365,36 @@ def flapfork(host, port):
     return "a_broke_after_s=%.2f" % took
 
 
+def killsndev(s):
+    """killsnd for a program that waits in epoll: sends until the socket
+    is full, has the server killed, and waits for room or an error."""
+    s.setblocking(False)
+    sel = selectors.DefaultSelector()
+    sel.register(s, selectors.EVENT_WRITE)
+    buf = pattern(7, 65536)
+    sent, full, t0 = 0, None, time.monotonic()
+    while True:
+        try:
+            sent += s.send(buf)
+            continue
+        except BlockingIOError:
+            pass
+        except OSError as e:
+            if full is None:
+                fail("send failed before the kill: %s" % e)
+            if e.errno not in (errno.EPIPE, errno.ECONNRESET):
+                fail("send to a peer killed: %s" % e)
+            return "send=errno_%s after_kill_s=%.2f sent=%d" % (
+                errno.errorcode[e.errno], time.monotonic() - full, sent)
+        if full is None and time.monotonic() - t0 > 1.0:
+            full = time.monotonic()
+            open(CLOSED_FLAG, "w").close()
+        if full is not None and time.monotonic() - full > 10:
+            fail("no error %.1f s after the peer's kill (sent %d)" %
+                 (time.monotonic() - full, sent))
+        sel.select(1.0)
+
+
 def client(scenario, host, port):
     if scenario == "flap":
         return flap(host, port)
@@ -390,6 +425,8 @@ def client(scenario, host, port):
     s.sendall(pattern(5, 1000))
     if recv_exact(s, 1) != b"k":
         fail("no answer")
+    # FAULTS_SETTLE (s): a pause for an out-of-band move to land first
+    time.sleep(float(os.environ.get("FAULTS_SETTLE", "0")))
     if scenario in ("shutrd", "shutrdonly", "closerd"):
         th, res = in_thread(lambda: s.recv(100))
         time.sleep(0.5)      # the reader is asleep in recv now
@@ -415,6 +452,8 @@ def client(scenario, host, port):
                 fail("recv after close returned %r" % (res["got"],))
         return "recv_returned=%r after_s=%.2f" % (res["got"],
                                                    time.monotonic() - t0)
+    if scenario == "killsndev":
+        return killsndev(s)
     if scenario in ("closesnd", "closesndrst", "killsnd"):
         th, res = in_thread(lambda: s.sendall(pattern(7, SNDN)) or "sent")
         time.sleep(1.0)      # the sender is asleep in send now
