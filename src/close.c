@@ -182,13 +182,16 @@ static int rsx_hand_back(struct rsx_sock *s)
  * TCP end, right after, turns into a broken connection at the peer (no
  * FIN came).  s is plain TCP now; the peer's ping finds our side gone and
  * it goes on with TCP too (rsx_cut_abandoned).  A socket a fork child
- * holds as well is left to its hand-off.  1 when s went to TCP.
+ * holds as well is left to its hand-off.  1 when s went to TCP.  A
+ * client's is counted as its end would have been (rsx_sock_put): it ended
+ * before its probe or its request was answered.
  */
 static int rsx_oob_forgo(struct rsx_sock *s)
 {
 	if (!rsx_state_counted(s->state) || s->shared || s->share_slot >= 0)
 		return 0;
-	rsx_to_tcp(s, RSX_STAT_COUNT);
+	rsx_to_tcp(s, s->state == RSX_ST_SERVER_WAIT ? RSX_STAT_COUNT :
+		   RSX_STAT_fallback_probe);
 	return 1;
 }
 
