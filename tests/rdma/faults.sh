@@ -396,7 +396,8 @@ if part races; then
 	py_check "close from another thread while one is blocked in send: the send completes, the peer reads every byte, then EOF" closesnd
 	py_check "close from another thread while one is blocked in send, the peer closes unread: the send fails" closesndrst
 	PY_SRC=137 py_check "a send blocked on a peer that never read since its upgrade, killed: the send fails" killsnd
-	for sc in closesend shutrd shutrdonly closerd closesnd closesndrst killsnd; do
+	PY_SRC=137 py_check "the same, evented (epoll): the wait ends, the send fails" killsndev
+	for sc in closesend shutrd shutrdonly closerd closesnd closesndrst killsnd killsndev; do
 		check "$sc: the connection was upgraded" test "$(stat_of $tmpdir/$sc.cstats upgraded)" = 1
 	done
 fi
