@@ -199,14 +199,15 @@ static inline uint32_t rsx_conn_id(const struct rsx_conn *c)
  * The peer's TCP end closed before its CUTOVER came while our bytes go to
  * its ring: only a ping tells a peer that died (SIGKILL) from one whose
  * CUTOVER is still to come.  A queue pair's ping fails by itself, as a
- * completion that wakes the sleeper; shared memory's is answered at once,
- * and a dying peer's TCP end closes before its pid reads as gone (exit
- * closes files first): a sleeper pings again every RSX_GONE_LOOK_MS.
+ * completion that wakes the sleeper; shared memory's is answered at once
+ * (ping_now), and a dying peer's TCP end closes before its pid reads as
+ * gone (exit closes files first): a sleeper pings again every
+ * RSX_GONE_LOOK_MS.
  */
 #define RSX_GONE_LOOK_MS 20
 static inline int rsx_conn_gone_look(const struct rsx_conn *c)
 {
-	return c->shm && c->tcp_eof && c->tx_ring && !c->peer_cutover &&
+	return c->tp->ping_now && c->tcp_eof && c->tx_ring && !c->peer_cutover &&
 	       !c->peer_fin && !c->peer_down && !c->err;
 }
 

@@ -379,9 +379,7 @@ static int rsx_oob_settling(struct rsx_sock *s, int fd)
 	if (s->state != RSX_ST_UPGRADED || !s->conn->oob)
 		return 0;
 	rsx_progress(s, fd);
-	if (rsx_down_settle(s, fd))
-		return 0;
-	return s->state == RSX_ST_UPGRADED && s->conn->peer_down;
+	return !rsx_down_settle(s, fd) && s->conn->peer_down;
 }
 
 /*

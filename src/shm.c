@@ -364,6 +364,7 @@ const struct rsx_transport rsx_shm_transport = {
 	.posted = rsx_shm_sent,
 	.poll = rsx_shm_poll,
 	.ping = rsx_shm_ping,
+	.ping_now = 1,
 	.arm = rsx_shm_arm,
 	.event = rsx_shm_event,
 	.channel = rsx_shm_channel,

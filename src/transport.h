@@ -32,6 +32,9 @@ struct rsx_conn;
  *              a queue entry is free again once it is read)
  *   ping       asks whether the peer is still there (a failure breaks
  *              the connection, later or at once)
+ *   ping_now   ping answers at once, and nothing fails by itself later
+ *              (shared memory): a sleeper that waits on its verdict asks
+ *              again (rsx_conn_gone_look)
  *   arm        asks for a wake-up on the channel; 0: none can be missed
  *   event      consumes a wake-up of the channel
  *   channel    the descriptor that poll() and epoll watch
@@ -49,6 +52,7 @@ struct rsx_transport {
 	int (*poll)(struct rsx_conn *c);
 	int (*repost)(struct rsx_conn *c, uint32_t n);
 	int (*ping)(struct rsx_conn *c);
+	uint8_t ping_now;
 	int (*arm)(struct rsx_conn *c);
 	void (*event)(struct rsx_conn *c);
 	int (*channel)(const struct rsx_conn *c);

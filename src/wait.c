@@ -260,11 +260,10 @@ int rsx_sleep(struct rsx_sock *s, int fd, short events, const sigset_t *mask,
 	}
 	if (c->qp_ready && rsx_conn_arm(c) == 0 && rsx_conn_poll(c) != 0)
 		return 0;	/* something came in meanwhile */
-	look = rsx_conn_gone_look(c);
-	if (unlikely(look) && (timeout < 0 || timeout > RSX_GONE_LOOK_MS))
+	look = rsx_conn_gone_look(c) &&
+	       (timeout < 0 || timeout > RSX_GONE_LOOK_MS);
+	if (unlikely(look))
 		timeout = RSX_GONE_LOOK_MS;
-	else
-		look = 0;
 	if (nested)
 		want = c->want;
 	c->polling = 1;
