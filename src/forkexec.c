@@ -311,35 +311,51 @@ int rsx_vfork_serve(void)
 }
 
 /*
- * Right before fork(), under s->lock, s without a QP: from now on the child
- * holds s too, though the CM thread, not held yet, may still answer a
- * request for it.  Such an answer must wait (s->shared): taken now, s
- * would be upgraded after its hand-off slot was handed out (none) and the
- * child would find it neither TCP nor its own.  An accepted socket that
- * gets a share slot counts on, its request waiting on the board for the
- * process left alone with it; one still waiting for its own answer goes
- * to TCP after the fork (rsx_fork_parent_sockets).
+ * Right before fork(), under s->lock: from now on the child holds s too,
+ * though the CM thread, not held yet, may still answer a request for it.
+ *
+ * An upgraded socket gets a hand-off slot (bell: the CM thread's), where a
+ * child that uses it asks for it back (handoff.h).
+ *
+ * Any other answer must wait (s->shared): taken now, s would be upgraded
+ * with no hand-off slot, and the child would find it neither TCP nor its
+ * own (EIO).  An accepted socket that gets a share slot counts on, its
+ * request waiting on the board for the process left alone with it; one
+ * still waiting for its own answer goes to TCP after the fork
+ * (rsx_fork_parent_sockets).  All of it is decided under the lock that an
+ * answer takes: a look at s->conn before it can be stale by the time the
+ * lock is ours.
  */
-static void rsx_fork_share_one(struct rsx_sock *s, int fd)
+static void rsx_fork_share_one(struct rsx_sock *s, int fd, int bell)
 {
+	if (s->state == RSX_ST_UPGRADED && s->conn) {
+		if (bell < 0 || rsx_handoff_share(s, fd, bell))
+			rsx_info("fd %d: no hand-off slot: a fork child that "
+				 "uses it gets EIO", fd);
+		else if (s->conn->oob && rsx_share_fork(s))
+			rsx_dbg("fd %d: no share slot: it stays TCP once "
+				"handed over", fd);
+		return;
+	}
 	if (rsx_share_may(s)) {
 		if (rsx_share_fork(s))
 			rsx_dbg("fd %d: no share slot: it stays TCP in "
 				"parent and child", fd);
-		else
-			s->shared = 1;
+		s->shared = 1;
+	} else if (rsx_state_counted(s->state)) {
+		s->shared = 1;
 	}
 }
 
 /*
- * fork() (handoff.h).  Right before it: the upgraded sockets, which the
- * child will hold too, get a slot where it can ask for them.
+ * fork() (handoff.h).  Right before it: the sockets that the child will
+ * hold too, each under its lock (rsx_fork_share_one).
  */
 void rsx_fork_share_sockets(void)
 {
 	unsigned int fd, hw = rsx_fdtab_hiwater();
 	struct rsx_sock *s;
-	int bell = -1;
+	int bell = -1, rang = 0;
 
 	/* an upgraded socket is in the engine's hands: none, nothing to do */
 	if (!atomic_load_explicit(&rsx_engine_socks, memory_order_relaxed))
@@ -348,28 +364,15 @@ void rsx_fork_share_sockets(void)
 		s = rsx_fd_peek(fd);
 		if (!s || s->kind != RSX_SOCK_TCP || !rsx_sock_tryget(s))
 			continue;
-		if (!s->conn) {
-			rsx_sock_lock(s);
-			rsx_fork_share_one(s, fd);
-			rsx_sock_unlock(s);
-			rsx_sock_put(s);
-			continue;
-		}
-		if (bell < 0)
-			bell = rsx_cm_bell_fd();
 		rsx_sock_lock(s);
-		if (s->state == RSX_ST_UPGRADED && s->conn) {
-			if (bell < 0 || rsx_handoff_share(s, fd, bell))
-				rsx_info("fd %d: no hand-off slot: a fork "
-					 "child that uses it gets EIO", fd);
-			else if (s->conn->oob && rsx_share_fork(s))
-				rsx_dbg("fd %d: no share slot: it stays TCP "
-					"once handed over", fd);
-		} else if (!s->conn) {
-			rsx_fork_share_one(s, fd);
-		} else if (rsx_state_counted(s->state)) {
-			s->shared = 1;	/* its answer waits, see above */
+		if (s->conn && !rang) {
+			/* it may start the CM thread, which takes s->lock */
+			rsx_sock_unlock(s);
+			bell = rsx_cm_bell_fd();
+			rang = 1;
+			rsx_sock_lock(s);
 		}
+		rsx_fork_share_one(s, fd, bell);
 		rsx_sock_unlock(s);
 		rsx_sock_put(s);
 	}
