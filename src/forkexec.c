@@ -145,6 +145,20 @@ static void rsx_oob_off(struct rsx_sock *s, enum rsx_stat why)
 }
 
 /*
+ * Under s->lock, s counted when last looked at without it: it stops
+ * counting (rsx_oob_off), unless an answer upgraded it in between, which
+ * the caller then takes back to TCP (1).  Looked at first, the count
+ * leaves no gap: an answer moves a counted socket to UPGRADED only.
+ */
+static int rsx_stop_counting(struct rsx_sock *s, enum rsx_stat why)
+{
+	if (s->state == RSX_ST_UPGRADED)
+		return 1;
+	rsx_oob_off(s, why);
+	return 0;
+}
+
+/*
  * The process is about to execve() another program, which inherits fd: it
  * cannot use our RDMA resources, but it can use TCP (rsx_downgrade).
  * Should the exec fail, this process goes on with plain TCP just the same.
@@ -178,16 +192,19 @@ int rsx_sock_exec_downgrade(struct rsx_sock *s, int fd)
  */
 int rsx_sock_exec_inherit(struct rsx_sock *s, int fd, int self)
 {
-	if (s->state == RSX_ST_UPGRADED || s->state == RSX_ST_CLIENT_HELLO) {
-		rsx_sock_exec_downgrade(s, fd);	/* TCP now */
-		return 1;
-	}
+	int up;
+
 	if (!self && rsx_counts(s)) {
 		/* bytes counted here no longer tell where the stream is */
 		rsx_sock_lock(s);
-		rsx_oob_off(s, RSX_STAT_fallback_fork);
+		up = rsx_stop_counting(s, RSX_STAT_fallback_fork);
 		rsx_sock_unlock(s);
-		return 0;
+		if (!up)
+			return 0;
+	}
+	if (s->state == RSX_ST_UPGRADED || s->state == RSX_ST_CLIENT_HELLO) {
+		rsx_sock_exec_downgrade(s, fd);	/* TCP now */
+		return 1;
 	}
 	if (s->state != RSX_ST_FORKED)
 		return 0;
@@ -212,17 +229,19 @@ int rsx_sock_exec_inherit(struct rsx_sock *s, int fd, int self)
 void rsx_sock_stdio(int fd)
 {
 	struct rsx_sock *s = rsx_fd_get(fd);
+	int up = 1;
 
 	if (!s)
 		return;
-	if (s->state == RSX_ST_UPGRADED || s->state == RSX_ST_CLIENT_HELLO) {
-		if (!rsx_sock_exec_downgrade(s, fd))
-			rsx_stat_inc(RSX_STAT_fallback_stdio);
-	} else {
+	if (rsx_counts(s)) {
 		rsx_sock_lock(s);
-		rsx_oob_off(s, RSX_STAT_fallback_stdio);
+		up = rsx_stop_counting(s, RSX_STAT_fallback_stdio);
 		rsx_sock_unlock(s);
 	}
+	if (up && (s->state == RSX_ST_UPGRADED ||
+		   s->state == RSX_ST_CLIENT_HELLO) &&
+	    !rsx_sock_exec_downgrade(s, fd))
+		rsx_stat_inc(RSX_STAT_fallback_stdio);
 	rsx_sock_put(s);
 }
 
