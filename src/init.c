@@ -182,6 +182,10 @@ static void rsx_init_tunables(void)
 	 * exit() flushed them, its threads still taking answers (close.c) */
 	rsx_env_num("RSOCKX_TEST_EXIT_GAP_MS", 0, 10000, 0,
 		    &c->test_exit_gap_ms, sizeof(int));
+	/* fork tests: a request's answer holds its socket's lock this long
+	 * before it is taken (midstream.c) */
+	rsx_env_num("RSOCKX_TEST_ANSWER_HOLD_MS", 0, 10000, 0,
+		    &c->test_answer_hold_ms, sizeof(int));
 }
 
 /*

@@ -400,6 +400,9 @@ int rsx_sock_oob_request(struct rsx_sock *s, int fd, struct rsx_oob_pend *p)
 		rsx_sock_unlock(s);
 		return -EAGAIN;
 	}
+	if (unlikely(rsx_config.test_answer_hold_ms) &&
+	    p->type == RSX_MSG_HELLO)
+		usleep(rsx_config.test_answer_hold_ms * 1000);
 	rsx_oob_take(s, fd, p);
 	rsx_sock_unlock(s);
 	return 0;

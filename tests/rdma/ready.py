@@ -23,6 +23,9 @@ last; anything else is a failure (exit status 1).  Scenarios:
   forkconn  server: accept, fork, the child talks (three connections)
   forkgap   forkconn, for a server whose forks leave a gap where its CM
             thread answers requests (RSOCKX_TEST_FORK_GAP_MS)
+  forkheld  forkconn, the server forking 0.3 s after accept() while its
+            CM thread holds the socket to answer the request for it
+            (RSOCKX_TEST_ANSWER_HOLD_MS): the fork waits for the answer
   forkinherit  server: fork after 50 kB went over the ring; the child
             echoes the next 1000 bytes on the parent's connection, then the
             parent the rest
@@ -450,10 +453,11 @@ def prefork_server(ls):
     reap_kids(kids)
 
 
-def forkconn_server(ls):
+def forkconn_server(ls, pause=0):
     kids = []
     for _ in range(3):
         c, _ = ls.accept()
+        time.sleep(pause)
         pid = os.fork()
         if pid == 0:
             ls.close()
@@ -880,6 +884,7 @@ def main():
              "aliases": blocking_echo,
              "prefork": prefork_server, "forkconn": forkconn_server,
              "forkgap": forkconn_server,
+             "forkheld": lambda ls: forkconn_server(ls, 0.3),
              "forkinherit": forkinherit_server,
              "timing": timing_server, "lowat": lowat_server,
              "signal": lambda ls: late_server(ls, "signal", 7),
@@ -899,9 +904,10 @@ def main():
             aliases_client(host, port)
         elif scen == "threads":
             threads_client(host, port, seed)
-        elif scen in ("prefork", "forkconn", "forkgap", "forkinherit"):
+        elif scen in ("prefork", "forkconn", "forkgap", "forkheld",
+                      "forkinherit"):
             echo_rounds(host, port, seed, {"prefork": 4, "forkconn": 3,
-                                           "forkgap": 3,
+                                           "forkgap": 3, "forkheld": 3,
                                            "forkinherit": 1}[scen])
         elif scen == "lowat":
             lowat_client(host, port)

@@ -131,6 +131,14 @@ ran forkgap &&
 check "forkgap: connections upgraded in the children ($(stat_of "$tmpdir/forkgap.sstats" upgraded) of 3), none lost in a fork (fork_lost $(stat_of "$tmpdir/forkgap.sstats" fork_lost))" \
 	test "$(stat_of "$tmpdir/forkgap.sstats" upgraded)" -ge 2 -a \
 	     "$(stat_of "$tmpdir/forkgap.sstats" fork_lost)" = 0
+# the server forks 0.3 s after accept() while its CM thread holds the
+# socket for a second to answer the request for it: the fork waits and
+# hands the upgraded socket over (before: no hand-off slot, the child got
+# EIO; localready.test's forkheld over shared memory)
+READY_SRV_ENV=RSOCKX_TEST_ANSWER_HOLD_MS=1000 scenario forkheld 10 blocking RSOCKX_CONF=
+ran forkheld &&
+check "forkheld: none lost in a fork (fork_lost $(stat_of "$tmpdir/forkheld.sstats" fork_lost))" \
+	test "$(stat_of "$tmpdir/forkheld.sstats" fork_lost)" = 0
 scenario forkinherit 10 blocking
 ran forkinherit &&
 check "forkinherit: the child took the connection over, on TCP (fallback_fork $(stat_of "$tmpdir/forkinherit.sstats" fallback_fork), fork_downgraded $(stat_of "$tmpdir/forkinherit.sstats" fork_downgraded), fork_handoffs $(stat_of "$tmpdir/forkinherit.sstats" fork_handoffs))" \
