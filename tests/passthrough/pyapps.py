@@ -6,6 +6,9 @@
   http-get URL OUT     urllib GET, body to OUT, prints status and length
   subprocess           subprocess (vfork/posix_spawn) children, one of them
                        talking on an inherited TCP socket
+  spawn                a child spawned with an inheritable accepted socket
+                       0.3 s after accept(), while the request for it may
+                       be under way (RSOCKX_TEST_ANSWER_HOLD_MS)
   child-talk FD        (that child) answer 100000 bytes XORed with 0x55
 """
 import asyncio
@@ -156,6 +159,31 @@ def subprocesses():
     lsock.close()
 
 
+def spawn():
+    # subprocess (vfork) with close_fds=False: the new program inherits
+    # the accepted socket by number; the parent looks at it on the way
+    import time
+    lsock = socket.create_server(("127.0.0.1", 0))
+    c = socket.create_connection(lsock.getsockname())
+    a, _ = lsock.accept()
+    os.set_inheritable(a.fileno(), True)
+    time.sleep(0.3)
+    p = subprocess.Popen([sys.executable, __file__, "child-talk",
+                          str(a.fileno())], close_fds=False)
+    a.close()
+    payload = bytes((i * 3) & 0xFF for i in range(100000))
+    c.sendall(payload)
+    got = b""
+    while len(got) < len(payload):
+        chunk = c.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    print("spawned child:", p.wait(), got == bytes(b ^ 0x55 for b in payload))
+    c.close()
+    lsock.close()
+
+
 def main():
     cmd = sys.argv[1]
     if cmd == "echo-server":
@@ -166,6 +194,8 @@ def main():
         http_get(sys.argv[2], sys.argv[3])
     elif cmd == "subprocess":
         subprocesses()
+    elif cmd == "spawn":
+        spawn()
     elif cmd == "splice":
         splices()
     elif cmd == "child-talk":
