@@ -44,6 +44,37 @@ static int rsx_exec_peer_down(struct rsx_sock *s, int fd)
 }
 
 /*
+ * Under s->lock, after our DOWNGRADE: s is TCP again.  When a fork child
+ * asked for it (n: where the stream stands, which the child counts on
+ * from), an accepted socket with a share slot counts on from there as
+ * well, as every holder does (share.h).  Gone to plain TCP, it would
+ * taint the slot and keep the child from ever being alone with it, though
+ * this process may never move another byte of it: a server that forks
+ * per connection closes its copy right after, and when its CM thread took
+ * the child's request before that close, the child stayed TCP (local.test
+ * again-srvfork under load).
+ */
+static void rsx_down_to_tcp(struct rsx_sock *s, const struct rsx_ho_counts *n)
+{
+	int slot = s->share_slot;
+
+	if (!n || slot < 0 || !rsx_config.oob || s->rd_shut || s->wr_shut ||
+	    atomic_load(&s->role) != RSX_ROLE_ACCEPTED) {
+		rsx_to_tcp(s, RSX_STAT_COUNT);
+		return;
+	}
+	s->share_slot = -1;	/* not tainted: it counts on */
+	rsx_to_tcp(s, RSX_STAT_COUNT);
+	s->share_slot = slot;
+	s->tcp_tx = n->tx;
+	s->tcp_rx = n->rx;
+	s->tx_sum = n->tx_sum;
+	s->rx_sum = n->rx_sum;
+	s->oob_until = rsx_now_ms() + rsx_config.oob_window_ms;
+	rsx_sock_set_state(s, RSX_ST_SERVER_WAIT);
+}
+
+/*
  * Under s->lock: our last message on the QP (DOWNGRADE, conn.h) hands the
  * data path back to TCP: the peer reads its ring up to our last byte and
  * TCP after it, and sends again over TCP whatever of its ring bytes our
@@ -56,8 +87,9 @@ int rsx_downgrade(struct rsx_sock *s, int fd, enum rsx_down_why why)
 {
 	int64_t deadline = rsx_linger_end();
 	int exec = why == RSX_DOWN_EXEC;
+	struct rsx_ho_counts n;
 	struct rsx_conn *c;
-	int ret = 0;
+	int ret = 0, told = 0;
 
 	rsx_call_until(deadline);
 	if (s->state == RSX_ST_CLIENT_HELLO && s->conn) {
@@ -94,12 +126,12 @@ int rsx_downgrade(struct rsx_sock *s, int fd, enum rsx_down_why why)
 			     RSX_STAT_fork_downgraded);
 	if (!ret && c->oob && !c->peer_down && !s->wr_shut && !exec) {
 		/* where the stream stands, for a child that counts on */
-		struct rsx_ho_counts n = {
-			.tx = c->tx_tcp, .rx = c->rx_tcp,
-			.tx_sum = c->tx_sum, .rx_sum = c->rx_sum,
-		};
-
+		n.tx = c->tx_tcp;
+		n.rx = c->rx_tcp;
+		n.tx_sum = c->tx_sum;
+		n.rx_sum = c->rx_sum;
 		rsx_handoff_counts(s, &n);
+		told = why == RSX_DOWN_FORK;
 	}
 out:
 	c = s->conn;
@@ -123,7 +155,7 @@ out:
 	}
 	/* a thread asleep on it frees it, and goes on over TCP (rsx_sleep) */
 	if (c)
-		rsx_to_tcp(s, RSX_STAT_COUNT);
+		rsx_down_to_tcp(s, told ? &n : NULL);
 	return ret;
 }
 
