@@ -13,6 +13,10 @@ in_vm || skip_all "runs only in the test VM (tests/vm/run.sh)"
 [ -x "$STREAM" ] || bail "$STREAM not built (make check builds it)"
 
 # env words cannot hold spaces: the rules go through a file
+# The client's first send waits for its probe (rules say rdma); a first
+# probe in the emulated guest under CI's load (two VMs) may take longer
+# than the default second: both-ipv6 once stayed TCP (as fork.sh).
+export RSOCKX_PROBE_TIMEOUT_MS=${RSOCKX_PROBE_TIMEOUT_MS:-10000}
 printf 'rdma connect * *\n' >"$tmpdir/rdma.conf"
 CLI="RSOCKX_CONF=$tmpdir/rdma.conf"
 SRV="RSOCKX_CONF="
