@@ -88,6 +88,18 @@ def child_talk(fd):
     s.close()
 
 
+def talk_to_child(c, payload):
+    # payload to a child-talk child on c; True when its answer is right
+    c.sendall(payload)
+    got = b""
+    while len(got) < len(payload):
+        chunk = c.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    return got == bytes(b ^ 0x55 for b in payload)
+
+
 def splices():
     # os.splice between a connected TCP pair and pipes, both ways, after a
     # pause in which a same-host upgrade has time to happen
@@ -145,16 +157,8 @@ def subprocesses():
     p = subprocess.Popen([sys.executable, __file__, "child-talk",
                           str(a.fileno())], pass_fds=(a.fileno(),))
     a.close()
-    payload = bytes(i & 0xFF for i in range(100000))
-    c.sendall(payload)
-    got = b""
-    while len(got) < len(payload):
-        chunk = c.recv(65536)
-        if not chunk:
-            break
-        got += chunk
-    print("inherited socket child:", p.wait(),
-          got == bytes(b ^ 0x55 for b in payload))
+    ok = talk_to_child(c, bytes(i & 0xFF for i in range(100000)))
+    print("inherited socket child:", p.wait(), ok)
     c.close()
     lsock.close()
 
@@ -171,15 +175,8 @@ def spawn():
     p = subprocess.Popen([sys.executable, __file__, "child-talk",
                           str(a.fileno())], close_fds=False)
     a.close()
-    payload = bytes((i * 3) & 0xFF for i in range(100000))
-    c.sendall(payload)
-    got = b""
-    while len(got) < len(payload):
-        chunk = c.recv(65536)
-        if not chunk:
-            break
-        got += chunk
-    print("spawned child:", p.wait(), got == bytes(b ^ 0x55 for b in payload))
+    ok = talk_to_child(c, bytes((i * 3) & 0xFF for i in range(100000)))
+    print("spawned child:", p.wait(), ok)
     c.close()
     lsock.close()
 
