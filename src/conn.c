@@ -203,19 +203,21 @@ static void rsx_maybe_credit(struct rsx_conn *c)
 	c->credit_msgs_sent = c->rx_msgs;
 }
 
-void rsx_conn_fail(struct rsx_conn *c, int err, const char *why)
+/* Returns 1 when this broke the connection (counted in conn_errors). */
+int rsx_conn_fail(struct rsx_conn *c, int err, const char *why)
 {
-	if (!c->err) {
-		c->err = err;
-		/* a ping before any cut-over: TCP goes on (rsx_cut_abandoned) */
-		if (c->cut_ping && !c->peer_cutover && !c->tx_ring) {
-			rsx_info("QP %u: the peer's QP does not answer: %s",
-				 rsx_conn_id(c), why);
-			return;
-		}
-		rsx_stat_inc(RSX_STAT_conn_errors);
-		rsx_info("QP %u: connection broken: %s", rsx_conn_id(c), why);
+	if (c->err)
+		return 0;
+	c->err = err;
+	/* a ping before any cut-over: TCP goes on (rsx_cut_abandoned) */
+	if (c->cut_ping && !c->peer_cutover && !c->tx_ring) {
+		rsx_info("QP %u: the peer's QP does not answer: %s",
+			 rsx_conn_id(c), why);
+		return 0;
 	}
+	rsx_stat_inc(RSX_STAT_conn_errors);
+	rsx_info("QP %u: connection broken: %s", rsx_conn_id(c), why);
+	return 1;
 }
 
 /* A message came: what the peer says, checked before it is believed. */

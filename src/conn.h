@@ -218,7 +218,7 @@ void rsx_conn_hello(struct rsx_conn *c, int type, struct rsx_hello *h);
 int rsx_conn_connect(struct rsx_conn *c, const struct rsx_hello *peer);
 int rsx_conn_cutover(struct rsx_conn *c);
 int rsx_conn_poll(struct rsx_conn *c);
-void rsx_conn_fail(struct rsx_conn *c, int err, const char *why);
+int rsx_conn_fail(struct rsx_conn *c, int err, const char *why);
 ssize_t rsx_conn_write(struct rsx_conn *c, const struct iovec *iov,
 		       int iovcnt, size_t skip, size_t len);
 size_t rsx_conn_tx_room(const struct rsx_conn *c);

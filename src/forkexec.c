@@ -219,14 +219,21 @@ int rsx_sock_exec_downgrade(struct rsx_sock *s, int fd)
  * first, which it can use.  Here (self), or in the parent of a spawned
  * child, which goes on over TCP too: two processes hold it now.  A fork
  * child's socket of its parent's is handed over (rsx_forked_use).  One
- * that may still be upgraded stays TCP in a spawning parent, as in a
- * forking one.  Returns 1 when s was upgraded.
+ * that may still be upgraded stays TCP, here and in a spawning parent, as
+ * in a forking one.  Returns 1 when s was upgraded.
  */
 int rsx_sock_exec_inherit(struct rsx_sock *s, int fd, int self)
 {
 	int up;
 
-	if (!self && rsx_counts(s)) {
+	/*
+	 * A process that executes itself too: the new program does not know
+	 * the count (only sockets that may still get a HELLO are handed
+	 * over), and an answer that upgraded s between this look and
+	 * execve() would leave it reading TCP while the peer writes into
+	 * the ring.  Should the exec fail, s stays TCP.
+	 */
+	if (rsx_counts(s)) {
 		/* bytes counted here no longer tell where the stream is */
 		rsx_sock_lock(s);
 		up = rsx_stop_counting(s, RSX_STAT_fallback_fork);

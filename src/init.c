@@ -186,6 +186,10 @@ static void rsx_init_tunables(void)
 	 * before it is taken (midstream.c) */
 	rsx_env_num("RSOCKX_TEST_ANSWER_HOLD_MS", 0, 10000, 0,
 		    &c->test_answer_hold_ms, sizeof(int));
+	/* exec tests: the exec goes on this long after its look at the
+	 * sockets the new program inherits, the CM thread answering (track.c) */
+	rsx_env_num("RSOCKX_TEST_EXEC_GAP_MS", 0, 10000, 0,
+		    &c->test_exec_gap_ms, sizeof(int));
 }
 
 /*

@@ -40,6 +40,7 @@ static int rsx_linger_push(struct rsx_sock *s, struct rsx_conn *cut,
 	}
 	rsx_lingers[rsx_nlingers] = (struct rsx_linger){ s, cut, until };
 	atomic_fetch_add(&rsx_nlingers, 1);
+	rsx_cm_nudge();
 	return 0;
 }
 
@@ -105,9 +106,9 @@ static int rsx_linger_step(struct rsx_linger *l, int64_t now)
 
 /*
  * The CM thread, about every 100 ms: a step of each entry that no other
- * thread is in; those done, or past their time, go.
+ * thread is in; those done, or past their time, go.  1: some are left.
  */
-void rsx_linger_tick(void)
+int rsx_linger_tick(void)
 {
 	struct rsx_sock *done[64];
 	int64_t now = rsx_now_ms();
@@ -116,7 +117,7 @@ void rsx_linger_tick(void)
 
 	/* the CM thread's every round: no lock while nothing lingers */
 	if (!atomic_load_explicit(&rsx_nlingers, memory_order_relaxed))
-		return;
+		return 0;
 	pthread_mutex_lock(&rsx_linger_lock);
 	for (i = 0; i < rsx_nlingers && n < 64; i++) {
 		l = &rsx_lingers[i];
@@ -137,6 +138,7 @@ void rsx_linger_tick(void)
 	/* the last reference of a close: the socket, its descriptor and QP */
 	for (i = 0; i < n; i++)
 		rsx_sock_put(done[i]);
+	return !!atomic_load(&rsx_nlingers);
 }
 
 /* Process exit: the lingering closes finish by deadline, with the rest. */

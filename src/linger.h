@@ -32,7 +32,7 @@ struct rsx_conn;
 int rsx_linger_add(struct rsx_sock *s, int64_t until);
 int rsx_linger_watch_cut(struct rsx_sock *s, struct rsx_conn *c);
 void rsx_linger_forget(struct rsx_sock *s);
-void rsx_linger_tick(void);
+int rsx_linger_tick(void);
 void rsx_linger_exit(int64_t deadline);
 void rsx_linger_fork_child(void);
 

@@ -260,6 +260,7 @@ void rsx_local_unlisten(struct rsx_sock *s)
 		rsx_local_ls[i].until = rsx_now_ms() + rsx_config.oob_window_ms;
 	}
 	pthread_mutex_unlock(&rsx_local_lock);
+	rsx_cm_nudge();
 }
 
 static struct rsx_local_r *rsx_local_slot(void)
@@ -732,19 +733,26 @@ void rsx_local_serve(void)
 	}
 }
 
-/* The CM thread's round: what has waited too long goes. */
-void rsx_local_tick(int64_t now)
+/*
+ * The CM thread's round: what has waited too long goes.  Returns the time
+ * to the next deadline, -1 for none (rsx_cm_sooner()).
+ */
+int rsx_local_tick(int64_t now)
 {
 	struct rsx_local_r *r;
 	struct rsx_local_l *l;
-	int i;
+	int i, next = -1;
 
 	if (rsx_local_ep < 0)
-		return;
+		return -1;
 	for (i = 0; i < RSX_LOCAL_SLOTS; i++) {
 		r = &rsx_local_rs[i];
-		if (r->ufd < 0 || r->expires > now)
+		if (r->ufd < 0)
 			continue;
+		if (r->expires > now) {
+			next = rsx_cm_sooner(next, r->expires - now);
+			continue;
+		}
 		if (r->kind == RSX_LK_ANSWER)
 			rsx_local_deliver(r, NULL, RSX_STAT_fallback_oob);
 		else
@@ -753,14 +761,19 @@ void rsx_local_tick(int64_t now)
 	pthread_mutex_lock(&rsx_local_lock);
 	for (i = 0; i < RSX_LOCAL_LISTENERS; i++) {
 		l = &rsx_local_ls[i];
-		if (l->fd < 0 || l->s || l->until > now)
+		if (l->fd < 0 || l->s)
 			continue;
-		if (rsx_oob_port_listens((struct sockaddr *)&l->ss))
+		if (l->until <= now) {
+			if (!rsx_oob_port_listens((struct sockaddr *)&l->ss)) {
+				rsx_local_close(&l->fd);
+				continue;
+			}
 			l->until = now + rsx_config.oob_window_ms;
-		else
-			rsx_local_close(&l->fd);
+		}
+		next = rsx_cm_sooner(next, l->until - now);
 	}
 	pthread_mutex_unlock(&rsx_local_lock);
+	return next;
 }
 
 /*

@@ -45,7 +45,7 @@ int rsx_local_start(void);
 int rsx_local_epfd(void);
 int rsx_local_ask(struct rsx_sock *s, int fd);
 void rsx_local_serve(void);
-void rsx_local_tick(int64_t now);
+int rsx_local_tick(int64_t now);
 void rsx_local_relay(struct rsx_oob_pend *p);
 
 /* Any thread, under the socket's lock. */

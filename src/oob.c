@@ -289,6 +289,7 @@ void rsx_oob_route(struct rsx_oob_pend *p)
 	rsx_oob_unaccepted = p;
 	atomic_fetch_add(&rsx_oob_nunaccepted, 1);
 	pthread_mutex_unlock(&rsx_oob_lock);
+	rsx_cm_nudge();
 }
 
 /*
@@ -665,6 +666,24 @@ int rsx_oob_tick(void)
 		free(p);
 	}
 	return more;
+}
+
+/*
+ * Does anything of out-of-band wait on a deadline (the CM thread's
+ * rounds go on)?  Requests in and out, clients that wait.  Answers to
+ * send ring the CM thread themselves.
+ */
+int rsx_oob_pending(void)
+{
+	int i;
+
+	if (atomic_load(&rsx_client_waits) ||
+	    atomic_load(&rsx_oob_nunaccepted))
+		return 1;
+	for (i = 0; i < RSX_OOB_SLOTS; i++)
+		if (rsx_oob_reqs[i].busy)
+			return 1;
+	return 0;
 }
 
 /* The requests and their ids are the parent's; the child forgets them. */

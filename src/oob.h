@@ -66,6 +66,7 @@ int rsx_oob_cm_request(void *id, const void *priv, uint8_t len);
 int rsx_oob_owns(const void *ctx);
 void *rsx_oob_cm_event(void *ev);
 int rsx_oob_tick(void);
+int rsx_oob_pending(void);
 void rsx_oob_rescan(void);
 
 /* Any thread. */

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* The probe and its responder (probe.h). */
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -178,23 +179,34 @@ static int rsx_orphan_refuses(struct rdma_cm_event *ev)
 	return 1;
 }
 
-/* Orphans past their window whose port listens no more: gone. */
-static void rsx_orphans_expire(void)
+/*
+ * Orphans past their window whose port listens no more: gone.  Returns the
+ * CM thread's next wake-up for them (rsx_cm_round()).
+ */
+static int rsx_orphans_expire(void)
 {
 	int64_t now = rsx_now_ms();
 	struct rdma_cm_id *id;
-	int i;
+	int i, next = -1;
 
 	for (i = 0; i < RSX_ORPHANS; i++) {
 		id = rsx_orphans[i].id;
-		if (!id || now < rsx_orphans[i].until ||
-		    rsx_oob_port_listens(rdma_get_local_addr(id)))
+		if (!id)
 			continue;
+		if (now < rsx_orphans[i].until) {
+			next = rsx_cm_sooner(next, rsx_orphans[i].until - now);
+			continue;
+		}
+		if (rsx_oob_port_listens(rdma_get_local_addr(id))) {
+			next = rsx_cm_sooner(next, RSX_CM_SLOW_MS);
+			continue;
+		}
 		pthread_mutex_lock(&rsx_probe_lock);
 		rsx_orphans[i].id = NULL;
 		pthread_mutex_unlock(&rsx_probe_lock);
 		rsx_rdma.destroy_id(id);
 	}
+	return next;
 }
 
 /* Handles one event; returns a CM id to destroy once it is acknowledged. */
@@ -270,17 +282,20 @@ out:
 	return done;
 }
 
-/* Probes that never got an answer count as "no". */
-static void rsx_probe_expire(void)
+/* Probes that never got an answer count as "no".  1: some still ask. */
+static int rsx_probe_expire(void)
 {
 	int64_t now = rsx_now_ms();
-	int i;
+	int i, asking = 0;
 
 	pthread_mutex_lock(&rsx_probe_lock);
-	for (i = 0; i < RSX_PROBE_CACHE; i++)
+	for (i = 0; i < RSX_PROBE_CACHE; i++) {
 		if (rsx_probes[i].id && rsx_probes[i].expires < now)
 			rsx_probe_finish(&rsx_probes[i], RSX_PROBE_NO);
+		asking |= !!rsx_probes[i].id;
+	}
 	pthread_mutex_unlock(&rsx_probe_lock);
+	return asking;
 }
 
 /*
@@ -317,6 +332,56 @@ static void rsx_cm_drain(struct pollfd *chan)
 	}
 }
 
+/*
+ * The CM thread sleeps without a timeout when nothing of anyone's has a
+ * deadline: an idle server or client wakes only for an event, not ten
+ * times a second for good (issue 20, item 7).  rsx_cm_idle says that it
+ * is about to; a thread that makes work with a deadline afterwards (a
+ * lingering close, a probe, a closed listener's window) rings it through
+ * rsx_cm_nudge().  The CM thread sets the flag, then looks for work; the
+ * other thread makes its work seen, then looks at the flag: one of the
+ * two sees the other's store.
+ */
+static _Atomic int rsx_cm_idle;
+
+void rsx_cm_nudge(void)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load(&rsx_cm_idle) && atomic_exchange(&rsx_cm_idle, 0))
+		rsx_cm_ring();
+}
+
+int rsx_cm_sooner(int a, int64_t b)
+{
+	if (b < 0)
+		return a;
+	if (b > INT_MAX)
+		b = INT_MAX;
+	return a < 0 || b < a ? (int)b : a;
+}
+
+/*
+ * One round of the timers; returns the poll timeout for the next: 0 when
+ * work is left right now, RSX_CM_ROUND_MS while something waits on a
+ * deadline, the time to the next slow one, or -1 (none: sleep).
+ */
+static int rsx_cm_round(void)
+{
+	int next, busy, more;
+
+	next = rsx_local_tick(rsx_now_ms());
+	busy = rsx_probe_expire();
+	next = rsx_cm_sooner(next, rsx_orphans_expire());
+	more = rsx_oob_tick();
+	more |= rsx_fork_serve();
+	more |= rsx_vfork_serve();
+	busy |= rsx_linger_tick();
+	if (more)
+		return 0;
+	busy |= rsx_oob_pending();
+	return busy ? rsx_cm_sooner(next, RSX_CM_ROUND_MS) : next;
+}
+
 static void *rsx_cm_thread(void *arg)
 {
 	struct pollfd pfd[3] = {
@@ -324,14 +389,15 @@ static void *rsx_cm_thread(void *arg)
 		{ .fd = rsx_cm_bell, .events = POLLIN },
 		{ .fd = rsx_local_epfd(), .events = POLLIN },
 	};
-	int more = 0;
+	int timeout = 0;
 	uint64_t v;
 
 	(void)arg;
 	rsx_guard_enter();	/* all its calls go straight to libc */
 	for (;;) {
 		pfd[0].revents = pfd[1].revents = pfd[2].revents = 0;
-		rsx_libc.poll(pfd, 3, more ? 0 : 100);
+		rsx_libc.poll(pfd, 3, timeout);
+		atomic_store(&rsx_cm_idle, 0);
 		if (pfd[1].revents)
 			while (rsx_libc.read(rsx_cm_bell, &v, sizeof(v)) > 0)
 				;
@@ -340,13 +406,14 @@ static void *rsx_cm_thread(void *arg)
 			rsx_cm_drain(&pfd[0]);
 		if (pfd[2].revents)
 			rsx_local_serve();
-		rsx_local_tick(rsx_now_ms());
-		rsx_probe_expire();
-		rsx_orphans_expire();
-		more = rsx_oob_tick();
-		more |= rsx_fork_serve();
-		more |= rsx_vfork_serve();
-		rsx_linger_tick();
+		timeout = rsx_cm_round();
+		if (timeout < 0) {
+			/* see rsx_cm_idle: the flag, then a last look */
+			atomic_store(&rsx_cm_idle, 1);
+			timeout = rsx_cm_round();
+			if (timeout >= 0)
+				atomic_store(&rsx_cm_idle, 0);
+		}
 		pthread_mutex_unlock(&rsx_cm_busy);
 	}
 	return NULL;
@@ -509,6 +576,7 @@ int rsx_probe_lookup(const struct sockaddr *sa, socklen_t len)
 		/* from now: loading the libraries may have taken a while */
 		p->expires = rsx_now_ms() + rsx_config.probe_timeout_ms;
 		rsx_stat_inc(RSX_STAT_probes_sent);
+		rsx_cm_nudge();
 	}
 	rsx_guard_leave();
 	answer = p->answer;
@@ -838,6 +906,7 @@ void rsx_probe_unlisten(struct rsx_sock *s)
 		s->probe_id = NULL;
 	}
 	pthread_mutex_unlock(&rsx_probe_lock);
+	rsx_cm_nudge();
 	if (!s->probe_id)
 		return;
 	rsx_guard_enter();
@@ -865,6 +934,7 @@ void rsx_probe_fork_child(void)
 	pthread_mutex_init(&rsx_cm_busy, NULL);
 	pthread_mutex_init(&rsx_probe_lock, NULL);
 	rsx_cm_state = 0;
+	atomic_store(&rsx_cm_idle, 0);	/* the parent's thread's */
 	/*
 	 * Our copy of the parent's channel would keep its responders alive
 	 * after it exits, mute (their requests queued, never read) and

@@ -37,6 +37,12 @@ void rsx_probe_learn(const struct sockaddr *sa, socklen_t len);
 int rsx_cm_start(void);
 struct rdma_event_channel *rsx_cm_channel(void);
 void rsx_cm_ring(void);
+/* Work with a deadline was made: wakes the CM thread if it sleeps for good. */
+void rsx_cm_nudge(void);
+/* The CM thread's next wake-up: the sooner of a and b ms (-1: none). */
+int rsx_cm_sooner(int a, int64_t b);
+#define RSX_CM_ROUND_MS	100	/* its rounds while some deadline waits */
+#define RSX_CM_SLOW_MS	1000	/* its looks at a closed listener's port */
 int rsx_cm_bell_fd(void);
 int rsx_cm_running(void);
 void rsx_probe_listen(struct rsx_sock *s, int fd);

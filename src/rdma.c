@@ -514,8 +514,15 @@ static int rsx_rdma_poll(struct rsx_conn *c)
 						 rsx_conn_id(c),
 						 rsx_ibv.wc_status_str(
 							wc[i].status));
-				rsx_conn_fail(c, -ECONNRESET,
-					      "work request failed");
+				/*
+				 * Retries used up (RSOCKX_QP_TIMEOUT_MS): no
+				 * fault of either end's rsockx; counted apart
+				 * so that a user can tell the two.
+				 */
+				if (rsx_conn_fail(c, -ECONNRESET,
+						  "work request failed") &&
+				    wc[i].status == IBV_WC_RETRY_EXC_ERR)
+					rsx_stat_inc(RSX_STAT_qp_timeouts);
 				continue;
 			}
 			if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM)

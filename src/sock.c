@@ -153,9 +153,12 @@ void rsx_sock_set_state(struct rsx_sock *s, int state)
 {
 	uint8_t mode = state != RSX_ST_TCP;
 
-	if ((s->state == RSX_ST_CLIENT_WAIT) != (state == RSX_ST_CLIENT_WAIT))
+	if ((s->state == RSX_ST_CLIENT_WAIT) != (state == RSX_ST_CLIENT_WAIT)) {
 		atomic_fetch_add(&rsx_client_waits,
 				 state == RSX_ST_CLIENT_WAIT ? 1 : -1);
+		if (state == RSX_ST_CLIENT_WAIT)
+			rsx_cm_nudge();	/* asked within RSX_CM_ROUND_MS */
+	}
 	/*
 	 * Before the first call of the program can find a socket's lock
 	 * taken: its handlers must wait for the lock (sig.h).

@@ -90,7 +90,8 @@
 	X(shm_rx_bytes)		/* ... received over shared memory */ \
 	X(fallback_stdio)	/* TCP for good: fdopen()ed, stdio's I/O */ \
 	X(ready_told)		/* arrivals told to an epoll wait, not on x */ \
-	X(oob_again)		/* client: asked again after the peer's DOWNGRADE */
+	X(oob_again)		/* client: asked again after the peer's DOWNGRADE */ \
+	X(qp_timeouts)		/* connections broken: the peer's device went silent */
 
 enum rsx_stat {
 #define RSX_STAT_ENUM(name) RSX_STAT_##name,

@@ -529,6 +529,8 @@ char **rsx_exec_env(char *const envp[], int self)
 		rsx_linger_exit(rsx_now_ms() + rsx_config.linger_ms);
 		rsx_exec_stats();
 	}
+	if (unlikely(rsx_config.test_exec_gap_ms))
+		usleep(rsx_config.test_exec_gap_ms * 1000);
 	for (n = 0; envp && envp[n]; n++)
 		had |= !strncmp(envp[n], RSX_INHERIT, strlen(RSX_INHERIT));
 	if (!found && !had)

@@ -17,6 +17,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
 
 
@@ -78,32 +79,40 @@ def http_get(url, out):
         f.write(body)
 
 
-def child_talk(fd):
-    # the child: fd is an inherited connected TCP socket
+def child_talk(fd, client=0):
+    # the child: fd is an inherited connected TCP socket; client: a pid
+    # of ours to wait for, which prints its own verdict
     s = socket.socket(fileno=fd)
     data = b""
     while len(data) < 100000:
-        data += s.recv(65536)
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
     s.sendall(bytes(b ^ 0x55 for b in data))
     s.close()
+    if client:
+        _, st = os.waitpid(client, 0)
+        print("self-exec client:", os.waitstatus_to_exitcode(st))
 
 
-def talk_to_child(c, payload):
-    # payload to a child-talk child on c; True when its answer is right
+def talk_to_child(c, payload, sent=0):
+    # payload to a child-talk child on c; True when its answer is right.
+    # sent: all that was sent before (which the answer starts with)
     c.sendall(payload)
+    want = sent or len(payload)
     got = b""
-    while len(got) < len(payload):
+    while len(got) < want:
         chunk = c.recv(65536)
         if not chunk:
             break
         got += chunk
-    return got == bytes(b ^ 0x55 for b in payload)
+    return got[want - len(payload):] == bytes(b ^ 0x55 for b in payload)
 
 
 def splices():
     # os.splice between a connected TCP pair and pipes, both ways, after a
     # pause in which a same-host upgrade has time to happen
-    import time
     lsock = socket.create_server(("127.0.0.1", 0))
     c = socket.create_connection(lsock.getsockname())
     a, _ = lsock.accept()
@@ -166,7 +175,6 @@ def subprocesses():
 def spawn():
     # subprocess (vfork) with close_fds=False: the new program inherits
     # the accepted socket by number; the parent looks at it on the way
-    import time
     lsock = socket.create_server(("127.0.0.1", 0))
     c = socket.create_connection(lsock.getsockname())
     a, _ = lsock.accept()
@@ -179,6 +187,98 @@ def spawn():
     print("spawned child:", p.wait(), ok)
     c.close()
     lsock.close()
+
+
+def selfexec():
+    # the server executes itself 0.3 s after accept(), the socket kept
+    # open for the new program, which answers the client
+    lsock = socket.create_server(("127.0.0.1", 0))
+    p = subprocess.Popen([sys.executable, __file__, "talk-to",
+                          str(lsock.getsockname()[1])])
+    a, _ = lsock.accept()
+    os.set_inheritable(a.fileno(), True)
+    time.sleep(0.3)
+    os.execv(sys.executable, [sys.executable, __file__, "child-talk",
+                              str(a.fileno()), str(p.pid)])
+
+
+def talk_to(port):
+    # half before the server's exec, half after: the client has cut over
+    # by then when the server's answer came before the exec
+    c = socket.create_connection(("127.0.0.1", port))
+    payload = bytes((i * 5) & 0xFF for i in range(100000))
+    c.sendall(payload[:50000])
+    time.sleep(1.5)
+    ok = talk_to_child(c, payload[50000:], len(payload))
+    print("self-exec talk:", ok)
+    sys.exit(0 if ok else 1)
+
+
+def thread_wakes(pid):
+    # each of pid's threads but its first: (voluntary context switches,
+    # CPU time in clock ticks); a thread that spins never sleeps
+    out = {}
+    for t in os.listdir("/proc/%d/task" % pid):
+        if int(t) == pid:
+            continue
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, t)) as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        wakes = int(line.split()[1])
+            with open("/proc/%d/task/%s/stat" % (pid, t)) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out[t] = (wakes, int(fields[11]) + int(fields[12]))
+        except FileNotFoundError:
+            pass
+    return out
+
+
+def idle(secs, client_stats):
+    # an upgraded connection nobody uses: the server waits in epoll, the
+    # client in a blocking recv(); how often do rsockx's threads wake?
+    import select
+    lsock = socket.create_server(("127.0.0.1", 0))
+    env = dict(os.environ, RSOCKX_STATS_FILE=client_stats)
+    p = subprocess.Popen([sys.executable, __file__, "idle-client",
+                          str(lsock.getsockname()[1])], env=env)
+    a, _ = lsock.accept()
+    for _ in range(2):
+        got = b""
+        while len(got) < 100:
+            got += a.recv(100 - len(got))
+        a.sendall(got)
+        time.sleep(0.5)
+    ep = select.epoll()
+    ep.register(a.fileno(), select.EPOLLIN)
+    before = (thread_wakes(os.getpid()), thread_wakes(p.pid))
+    events = ep.poll(secs)
+    after = (thread_wakes(os.getpid()), thread_wakes(p.pid))
+    used = [[sum(v[k] - b.get(t, (0, 0))[k] for t, v in a_.items())
+             for k in (0, 1)] for b, a_ in zip(before, after)]
+    a.sendall(b"bye")
+    ok = a.recv(2) == b"ok"
+    print("idle: epoll events %d, client %s, rc %d" % (len(events), ok,
+                                                      p.wait()))
+    print("idle: threads woke: server %d (%d threads, %d ticks of CPU), "
+          "client %d (%d threads, %d ticks), in %g s"
+          % (used[0][0], len(after[0]), used[0][1], used[1][0],
+             len(after[1]), used[1][1], secs))
+
+
+def idle_client(port):
+    c = socket.create_connection(("127.0.0.1", port))
+    for _ in range(2):
+        c.sendall(bytes(range(100)))
+        got = b""
+        while len(got) < 100:
+            got += c.recv(100 - len(got))
+        assert got == bytes(range(100))
+    got = b""
+    while len(got) < 3:
+        got += c.recv(3 - len(got))
+    c.sendall(b"ok")
+    c.close()
 
 
 def main():
@@ -195,8 +295,16 @@ def main():
         spawn()
     elif cmd == "splice":
         splices()
+    elif cmd == "idle":
+        idle(float(sys.argv[2]), sys.argv[3])
+    elif cmd == "idle-client":
+        idle_client(int(sys.argv[2]))
     elif cmd == "child-talk":
-        child_talk(int(sys.argv[2]))
+        child_talk(*map(int, sys.argv[2:4]))
+    elif cmd == "self-exec":
+        selfexec()
+    elif cmd == "talk-to":
+        talk_to(int(sys.argv[2]))
     else:
         sys.exit("pyapps.py: unknown command " + cmd)
 

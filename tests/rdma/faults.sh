@@ -189,6 +189,9 @@ link_case() {
 			test -n "$ts" -a "${ts:-99999}" -lt 10000
 		check "$label: the receiver broke it for its port (port_down_breaks $(stat_of $tmpdir/$label.sstats port_down_breaks))" \
 			test "$(stat_of $tmpdir/$label.sstats port_down_breaks)" -ge 1
+	else
+		check "$label: the sender's break counted as the transport's retries used up (qp_timeouts $(stat_of $tmpdir/$label.cstats qp_timeouts))" \
+			test "$(stat_of $tmpdir/$label.cstats qp_timeouts)" -ge 1
 	fi
 	check "$label: both ends were upgraded" upgraded $label
 	# the ports are ACTIVE again (after a cut they never left it)

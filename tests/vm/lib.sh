@@ -63,6 +63,25 @@ rxe_snap() {
 		"$(rxe_count $DEV_B sent_pkts) $(rxe_count $DEV_B rcvd_pkts)"
 }
 
+# rxe_all: every hw counter of both devices, "DEV.NAME VALUE" a line.
+rxe_all() {
+	local d f
+	for d in $DEV_A $DEV_B; do
+		for f in /sys/class/infiniband/$d/ports/1/hw_counters/*; do
+			echo "$d.${f##*/} $(<"$f")"
+		done
+	done
+}
+
+# rxe_moved FILE: the counters other than packets and operations that
+# moved since rxe_all wrote FILE (retries, sequence errors, RNR NAKs: what
+# tells a connection broken by the transport from one broken by rsockx).
+rxe_moved() {
+	rxe_all | awk 'NR == FNR { was[$1] = $2; next }
+		$1 ~ /(_pkts|rdma_sends|rdma_recvs)$/ { next }
+		$2 != was[$1] { printf " %s+%d", $1, $2 - was[$1] }' "$1" -
+}
+
 # rxe_delta SNAP: the four differences since SNAP (same order as rxe_snap).
 rxe_delta() {
 	local -a a b

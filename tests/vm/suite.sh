@@ -59,6 +59,7 @@ start() {
 	t=${t:-$default_timeout}
 	echo "$t" >"$logdir/$name.timeout"
 	rxe_snap >"$logdir/$name.rxe"
+	rxe_all >"$logdir/$name.rxeall"
 	(
 		cd /tmp
 		# Own process group, so that timeout kills everything it started.
@@ -106,7 +107,8 @@ verdict() {
 	case $why in
 	pass:*) echo "ok $n - $name (${why#pass: }, ${secs}s, $rxe)" ;;
 	skip:*) echo "ok $n - $name # SKIP ${why#skip: }" ;;
-	*) echo "not ok $n - $name (${why#fail: }, ${secs}s, $rxe)"; failed=$((failed + 1)) ;;
+	*) echo "not ok $n - $name (${why#fail: }, ${secs}s, $rxe)"; failed=$((failed + 1))
+		echo "# $name: other rxe counters that moved meanwhile:$(rxe_moved "$logdir/$name.rxeall")" ;;
 	esac
 	sed 's/^/#   /' "$log"
 }
