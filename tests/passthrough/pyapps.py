@@ -248,7 +248,7 @@ def idle(secs, client_stats):
         while len(got) < 100:
             got += a.recv(100 - len(got))
         a.sendall(got)
-        time.sleep(0.5)
+    time.sleep(0.5)
     ep = select.epoll()
     ep.register(a.fileno(), select.EPOLLIN)
     before = (thread_wakes(os.getpid()), thread_wakes(p.pid))
@@ -267,8 +267,10 @@ def idle(secs, client_stats):
 
 
 def idle_client(port):
+    # the second round after the upgrade: both ends cut over by then
     c = socket.create_connection(("127.0.0.1", port))
-    for _ in range(2):
+    for i in range(2):
+        time.sleep(0.5 * i)
         c.sendall(bytes(range(100)))
         got = b""
         while len(got) < 100:
