@@ -237,8 +237,10 @@ def thread_wakes(pid):
 def idle(secs, client_stats):
     # an upgraded connection nobody uses: the server waits in epoll, the
     # client in a blocking recv(); how often do rsockx's threads wake?
+    # IDLE_HOST: the server's address, IDLE_BIND: the client's (the VM)
     import select
-    lsock = socket.create_server(("127.0.0.1", 0))
+    lsock = socket.create_server((os.environ.get("IDLE_HOST", "127.0.0.1"),
+                                  0))
     env = dict(os.environ, RSOCKX_STATS_FILE=client_stats)
     p = subprocess.Popen([sys.executable, __file__, "idle-client",
                           str(lsock.getsockname()[1])], env=env)
@@ -268,7 +270,9 @@ def idle(secs, client_stats):
 
 def idle_client(port):
     # the second round after the upgrade: both ends cut over by then
-    c = socket.create_connection(("127.0.0.1", port))
+    bind = os.environ.get("IDLE_BIND")
+    c = socket.create_connection((os.environ.get("IDLE_HOST", "127.0.0.1"),
+                                  port), source_address=bind and (bind, 0))
     for i in range(2):
         time.sleep(0.5 * i)
         c.sendall(bytes(range(100)))
