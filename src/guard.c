@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -44,6 +45,7 @@ int rsx_guard_slow(void)
 
 struct rsx_thread_start {
 	void *(*fn)(void *);
+	const char *name;
 	sem_t running;
 };
 
@@ -52,6 +54,8 @@ static void *rsx_thread_main(void *arg)
 	struct rsx_thread_start *ts = arg;
 	void *(*fn)(void *) = ts->fn;
 
+	/* top -H, ps -L and /proc tell our threads from the program's */
+	prctl(PR_SET_NAME, ts->name, 0, 0, 0);
 	sem_post(&ts->running);	/* ts is gone after this */
 	return fn(NULL);
 }
@@ -59,7 +63,8 @@ static void *rsx_thread_main(void *arg)
 /*
  * A thread of rsockx's own (the probe responder, the readiness watcher):
  * detached, small, and deaf to the program's signals, which must go to
- * the program's threads.  fn holds the guard for good.  Returns -errno.
+ * the program's threads, and named (at most 15 characters, "rsockx-...").
+ * fn holds the guard for good.  Returns -errno.
  *
  * Returns only once the thread runs fn: until then it may hold locks of a
  * runtime that starts threads (ASan registers each new thread under a
@@ -67,9 +72,9 @@ static void *rsx_thread_main(void *arg)
  * server's right after listen(), would leave the child a lock nobody will
  * release.
  */
-int rsx_guard_thread(void *(*fn)(void *))
+int rsx_guard_thread(void *(*fn)(void *), const char *name)
 {
-	struct rsx_thread_start ts = { .fn = fn };
+	struct rsx_thread_start ts = { .fn = fn, .name = name };
 	pthread_attr_t attr;
 	sigset_t all, old;
 	pthread_t t;

@@ -28,7 +28,7 @@ extern RSX_TLS unsigned int rsx_guard;
 
 int rsx_guard_slow(void);
 int rsx_guard_vfork_child(void);
-int rsx_guard_thread(void *(*fn)(void *));
+int rsx_guard_thread(void *(*fn)(void *), const char *name);
 void rsx_guard_vfork_begin(void);
 void rsx_guard_signals(sigset_t *old);
 void rsx_guard_signals_end(const sigset_t *old);

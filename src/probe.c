@@ -473,7 +473,7 @@ int rsx_cm_start(void)
 		rsx_cm_bell = rsx_fd_move_high(fd);
 		rsx_fd_set_private(rsx_cm_bell, NULL);
 	}
-	ret = fd < 0 ? -errno : rsx_guard_thread(rsx_cm_thread);
+	ret = fd < 0 ? -errno : rsx_guard_thread(rsx_cm_thread, "rsockx-cm");
 	if (ret) {
 		if (rsx_cm_bell >= 0) {
 			rsx_fd_take(rsx_cm_bell);
@@ -776,7 +776,7 @@ static int rsx_heir_watch(pid_t pid)
 	fd = rsx_pidfd(pid);
 	if (fd >= 0) {
 		rsx_heir_pidfd = rsx_fd_hide(fd);
-		if (!rsx_guard_thread(rsx_heir_thread))
+		if (!rsx_guard_thread(rsx_heir_thread, "rsockx-heir"))
 			return 0;
 		rsx_fd_private_close(rsx_heir_pidfd);
 		rsx_heir_pidfd = -1;

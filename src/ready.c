@@ -248,7 +248,7 @@ static int rsx_watch_start(void)
 		ret = -errno;
 		goto err_kick;
 	}
-	ret = rsx_guard_thread(rsx_watch_thread);
+	ret = rsx_guard_thread(rsx_watch_thread, "rsockx-ready");
 	if (ret)
 		goto err_kick;
 	rsx_watch_state = 1;

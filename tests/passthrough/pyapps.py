@@ -266,6 +266,17 @@ def idle(secs, client_stats):
           "client %d (%d threads, %d ticks), in %g s"
           % (used[0][0], len(after[0]), used[0][1], used[1][0],
              len(after[1]), used[1][1], secs))
+    print("idle: server threads:", " ".join(sorted(thread_names(os.getpid()))))
+
+
+def thread_names(pid):
+    # the names of pid's threads but its first
+    out = []
+    for t in os.listdir("/proc/%d/task" % pid):
+        if int(t) != pid:
+            with open("/proc/%d/task/%s/comm" % (pid, t)) as f:
+                out.append(f.read().strip())
+    return out
 
 
 def idle_client(port):
