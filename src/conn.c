@@ -22,6 +22,7 @@
 #include "fdtab.h"
 #include "libc.h"
 #include "log.h"
+#include "sock.h"
 #include "stats.h"
 
 /*
@@ -62,6 +63,8 @@ struct rsx_conn *rsx_conn_alloc(uint32_t ring_size)
 		return NULL;
 	}
 	c->rx_tcp_limit = -1;
+	/* in band the stream starts here; out of band the socket's go on */
+	c->tx_sum = c->rx_sum = RSX_SUM_INIT;
 	c->psn = rsx_rand24();
 	if (getrandom(&c->nonce, sizeof(c->nonce), GRND_NONBLOCK) !=
 	    sizeof(c->nonce))

@@ -169,7 +169,7 @@ struct rsx_conn {
 	uint8_t proved;		/* the peer's CUTOVER proof held */
 	uint8_t cut_ping;	/* a ping of a peer that has not cut over is
 				 * out (rsx_sock_cut_step, rsx_peer_closed) */
-	uint64_t tx_sum;	/* FNV-1a of tx_tcp's bytes (oob) */
+	uint64_t tx_sum;	/* FNV-1a of tx_tcp's bytes */
 	uint64_t rx_sum;	/* ... of rx_tcp's */
 	uint64_t peer_sum;	/* the peer's CUTOVER proof */
 	int err;		/* -errno once the connection broke */

@@ -56,22 +56,12 @@ static int rsx_exec_peer_down(struct rsx_sock *s, int fd)
  */
 static void rsx_down_to_tcp(struct rsx_sock *s, const struct rsx_ho_counts *n)
 {
-	int slot = s->share_slot;
-
-	if (!n || slot < 0 || !rsx_config.oob || s->rd_shut || s->wr_shut ||
-	    atomic_load(&s->role) != RSX_ROLE_ACCEPTED) {
+	if (!n || s->share_slot < 0 || !rsx_config.oob || s->rd_shut ||
+	    s->wr_shut || atomic_load(&s->role) != RSX_ROLE_ACCEPTED) {
 		rsx_to_tcp(s, RSX_STAT_COUNT);
 		return;
 	}
-	s->share_slot = -1;	/* not tainted: it counts on */
-	rsx_to_tcp(s, RSX_STAT_COUNT);
-	s->share_slot = slot;
-	s->tcp_tx = n->tx;
-	s->tcp_rx = n->rx;
-	s->tx_sum = n->tx_sum;
-	s->rx_sum = n->rx_sum;
-	s->oob_until = rsx_now_ms() + rsx_config.oob_window_ms;
-	rsx_sock_set_state(s, RSX_ST_SERVER_WAIT);
+	rsx_count_on(s, n, RSX_STAT_COUNT);
 }
 
 /*
@@ -124,7 +114,7 @@ int rsx_downgrade(struct rsx_sock *s, int fd, enum rsx_down_why why)
 	if (!ret)
 		rsx_stat_inc(exec ? RSX_STAT_exec_downgraded :
 			     RSX_STAT_fork_downgraded);
-	if (!ret && c->oob && !c->peer_down && !s->wr_shut && !exec) {
+	if (!ret && !c->peer_down && !s->wr_shut && !exec) {
 		/* where the stream stands, for a child that counts on */
 		n.tx = c->tx_tcp;
 		n.rx = c->rx_tcp;
@@ -378,11 +368,11 @@ int rsx_vfork_serve(void)
  * Any other answer must wait (s->shared): taken now, s would be upgraded
  * with no hand-off slot, and the child would find it neither TCP nor its
  * own (EIO).  An accepted socket that gets a share slot counts on, its
- * request waiting on the board for the process left alone with it; one
- * still waiting for its own answer goes to TCP after the fork
- * (rsx_fork_parent_sockets).  All of it is decided under the lock that an
- * answer takes: a look at s->conn before it can be stale by the time the
- * lock is ours.
+ * request waiting on the board for the process left alone with it; a
+ * client's too, the answer to its request let go: the process left alone
+ * with it asks again (rsx_fork_parent_sockets, rsx_fork_child_sockets).
+ * All of it is decided under the lock that an answer takes: a look at
+ * s->conn before it can be stale by the time the lock is ours.
  */
 static void rsx_fork_share_one(struct rsx_sock *s, int fd, int bell)
 {
@@ -390,7 +380,7 @@ static void rsx_fork_share_one(struct rsx_sock *s, int fd, int bell)
 		if (bell < 0 || rsx_handoff_share(s, fd, bell))
 			rsx_info("fd %d: no hand-off slot: a fork child that "
 				 "uses it gets EIO", fd);
-		else if (s->conn->oob && rsx_share_fork(s))
+		else if (rsx_share_fork(s))
 			rsx_dbg("fd %d: no share slot: it stays TCP once "
 				"handed over", fd);
 		return;
@@ -399,6 +389,9 @@ static void rsx_fork_share_one(struct rsx_sock *s, int fd, int bell)
 		if (rsx_share_fork(s))
 			rsx_dbg("fd %d: no share slot: it stays TCP in "
 				"parent and child", fd);
+		else if (atomic_load(&s->role) == RSX_ROLE_CONNECTOR)
+			s->oob_until = rsx_now_ms() +
+				       rsx_config.oob_window_ms;
 		s->shared = 1;
 	} else if (rsx_state_counted(s->state)) {
 		s->shared = 1;
@@ -560,6 +553,10 @@ void rsx_fork_child_sockets(void)
 		s->shared = 1;
 		free(s->oob);		/* a request of the parent's CM id */
 		s->oob = NULL;
+		if (s->state == RSX_ST_CLIENT_OOB && rsx_share_keeps(s)) {
+			s->conn = NULL;	/* the parent's request */
+			rsx_sock_set_state(s, RSX_ST_CLIENT_WAIT);
+		}
 		if (rsx_state_counted(s->state) && !rsx_share_keeps(s)) {
 			s->conn = NULL;	/* the parent's, left alone */
 			rsx_sock_set_state(s, RSX_ST_TCP);
@@ -577,9 +574,9 @@ void rsx_fork_child_sockets(void)
 /*
  * The parent of a fork: its sockets are the child's too, so bytes counted
  * here no longer tell where a stream stands; those that waited for an
- * out-of-band upgrade stay TCP, but for accepted ones with a share slot,
- * which count on until one process alone holds them (share.h).  The CM
- * thread is held (fork prepare).
+ * out-of-band upgrade stay TCP, but for those with a share slot, which
+ * count on until one process alone holds them (share.h): a client whose
+ * request was out asks again then.  The CM thread is held (fork prepare).
  */
 void rsx_fork_parent_sockets(int failed)
 {
@@ -591,6 +588,9 @@ void rsx_fork_parent_sockets(int failed)
 		if (!s || s->kind != RSX_SOCK_TCP || !rsx_sock_tryget(s))
 			continue;
 		rsx_sock_lock(s);
+		/* its answer may have come and gone since the sharing pass */
+		if (s->state == RSX_ST_CLIENT_OOB && s->share_slot >= 0)
+			rsx_count_on(s, NULL, RSX_STAT_COUNT);
 		if (failed && s->share_slot >= 0) {
 			rsx_share_unfork(s);
 			rsx_sock_unlock(s);

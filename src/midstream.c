@@ -147,6 +147,9 @@ ssize_t rsx_counted_io(struct rsx_sock *s, int fd, const struct iovec *iov,
 	}
 	if (send && s->inband_try == 1 && rsx_inband_try(s))
 		return -ERESTART;
+	/* a fork child's: its CM thread asks once it alone holds s */
+	if (unlikely(s->shared) && s->state == RSX_ST_CLIENT_WAIT)
+		rsx_cm_running();
 	for (;;) {
 		if (unlikely(atomic_load_explicit(&s->cm_knock,
 						  memory_order_relaxed)))
@@ -232,7 +235,11 @@ static void rsx_server_oob(struct rsx_sock *s, int fd, struct rsx_oob_pend *p)
 			rsx_local_board_answer(p, &h, s->conn, fd);
 		rsx_oob_send(p, &h);
 	} else if (rsx_local_send(p, &h, s->conn, fd)) {
-		rsx_to_tcp(s, RSX_STAT_fallback_oob);	/* the client is gone */
+		/* the client is gone; a fork child of its may ask again */
+		if (rsx_may_count_on(s, s->conn))
+			rsx_count_on(s, NULL, RSX_STAT_COUNT);
+		else
+			rsx_to_tcp(s, RSX_STAT_fallback_oob);
 		rsx_wake_sleepers(s);
 		return;
 	}
@@ -376,18 +383,52 @@ void rsx_board_check(struct rsx_sock *s, int fd)
  */
 static int rsx_oob_settling(struct rsx_sock *s, int fd)
 {
-	if (s->state != RSX_ST_UPGRADED || !s->conn->oob)
+	if (s->state != RSX_ST_UPGRADED)
 		return 0;
 	rsx_progress(s, fd);
 	return !rsx_down_settle(s, fd) && s->conn->peer_down;
 }
 
 /*
+ * A request for s while s waits for the CUTOVER of an earlier one (both
+ * named the same TCP connection).  A client that forked while its first
+ * request was out let that answer go and asks again once alone with the
+ * socket (share.h); a request that is late, or not the client's, comes
+ * after a newer one.  The earlier connection's ping tells them apart: a
+ * peer whose QP is gone never cut over, and s counts on over TCP
+ * (rsx_cut_abandoned) to take this request; one whose QP answers keeps
+ * it, and this request is refused.  Over shared memory the ping answers
+ * at once; a queue pair's fails within RSOCKX_QP_TIMEOUT_MS, while the
+ * request waits (its deadline is RSOCKX_OOB_TIMEOUT_MS).  1: not yet.
+ */
+static int rsx_oob_superseded(struct rsx_sock *s, int fd)
+{
+	struct rsx_conn *c = s->conn;
+
+	if (s->state != RSX_ST_UPGRADED || !c->oob || !c->qp_ready)
+		return 0;
+	rsx_progress(s, fd);
+	if (s->conn != c || c->peer_cutover || c->tx_ring || c->peer_down ||
+	    rsx_cut_abandoned(s) || (c->err && !c->cut_ping))
+		return 0;
+	if (!c->cut_ping) {
+		if (rsx_conn_ping(c))
+			return 0;
+		c->cut_ping = 1;
+		c->ping_wr = c->sq_posted;
+		if (rsx_cut_abandoned(s))
+			return 0;
+	}
+	return c->sq_done < c->ping_wr;
+}
+
+/*
  * The CM thread found the socket a request names (or accept() did).
  * -EBUSY: fork() shared it and another process may still hold it; the
  * request goes up on the board for the one that ends up alone with it.
- * -EAGAIN: s is still settling its peer's DOWNGRADE; the CM thread asks
- * it again (rsx_oob_tick) until the request expires.
+ * -EAGAIN: s is still settling its peer's DOWNGRADE, or finding out
+ * whether an earlier request's client let it go; the CM thread asks it
+ * again (rsx_oob_tick) until the request expires.
  */
 int rsx_sock_oob_request(struct rsx_sock *s, int fd, struct rsx_oob_pend *p)
 {
@@ -396,7 +437,8 @@ int rsx_sock_oob_request(struct rsx_sock *s, int fd, struct rsx_oob_pend *p)
 		rsx_sock_unlock(s);
 		return -EBUSY;
 	}
-	if (p->type == RSX_MSG_HELLO && rsx_oob_settling(s, fd)) {
+	if (p->type == RSX_MSG_HELLO &&
+	    (rsx_oob_settling(s, fd) || rsx_oob_superseded(s, fd))) {
 		rsx_sock_unlock(s);
 		return -EAGAIN;
 	}

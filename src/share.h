@@ -45,16 +45,20 @@ void rsx_share_exit(void);
 /*
  * Under s->lock, right before fork(): an accepted socket that may still be
  * upgraded out of band (oob.h), and not yet: it counts on in every holder.
- * One upgraded out of band may come back to TCP for a child (handoff.h),
+ * One upgraded (in band or out) may come back to TCP for a child (handoff.h),
  * which then counts on too: it needs the holders as well, from the fork
  * on (rsx_fork_share_sockets), in the child's own forks too (RSX_ST_FORKED,
- * its slot inherited; a client's that counts on, RSX_ST_CLIENT_WAIT).
+ * its slot inherited; a client's that counts on, RSX_ST_CLIENT_WAIT).  So
+ * does a client whose probe or request is out: it asks (again) once one
+ * process alone holds it, until its window ends (oob_until).
  */
 static inline int rsx_share_may(const struct rsx_sock *s)
 {
 	if (s->share_slot >= 0 &&
 	    (s->state == RSX_ST_FORKED || s->state == RSX_ST_CLIENT_WAIT))
 		return 1;
+	if (s->state == RSX_ST_CLIENT_WAIT || s->state == RSX_ST_CLIENT_OOB)
+		return s->peer_port != 0;
 	if (!s->oob_ok)
 		return 0;
 	return !s->conn &&

@@ -72,6 +72,11 @@ void rsx_peer_closed(struct rsx_sock *s);
 int rsx_resend(struct rsx_sock *s, int fd);
 void rsx_progress(struct rsx_sock *s, int fd);
 int rsx_down_settle(struct rsx_sock *s, int fd);
+int rsx_cut_abandoned(struct rsx_sock *s);
+int rsx_may_count_on(struct rsx_sock *s, const struct rsx_conn *c);
+struct rsx_ho_counts;
+void rsx_count_on(struct rsx_sock *s, const struct rsx_ho_counts *n,
+		  enum rsx_stat why);
 int rsx_peer_gone(const struct rsx_conn *c);
 int rsx_wait_conn(struct rsx_sock *s, int fd, int want_tcp);
 ssize_t rsx_tcp_send_now(struct rsx_sock *s, int fd, const struct iovec *iov,

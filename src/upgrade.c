@@ -203,8 +203,7 @@ int rsx_resend(struct rsx_sock *s, int fd)
 		v.iov_len = n;
 		c->tx_resend += n;
 		c->tx_tcp += n;
-		if (c->oob)
-			c->tx_sum = rsx_sum_iov(c->tx_sum, &v, 1, 0, n);
+		c->tx_sum = rsx_sum_iov(c->tx_sum, &v, 1, 0, n);
 		rsx_stat_add(RSX_STAT_down_resent_bytes, n);
 		rsx_stat_add(RSX_STAT_tcp_tx_bytes, n);
 	}
@@ -292,22 +291,103 @@ void rsx_progress(struct rsx_sock *s, int fd)
 }
 
 /*
- * c broke while this end still waited for the peer's CUTOVER, broken by
- * a ping (the server's deadline, rsx_sock_cut_step, or the peer's TCP end,
- * rsx_peer_closed): the peer's QP is not there, it never cut over, and TCP
- * carries the whole stream both ways.  Returns 1 when s went back to plain
- * TCP.
+ * The peer took the connection back to TCP: its process let go of it for
+ * a fork child, which may come back out of band, alone with it and every
+ * byte counted (handoff.h, share.h); or it executes another program; or
+ * it never cut over (rsx_cut_abandoned).  So this end counts on, from the
+ * connection's counts (TCP's bytes each way since connect() or accept(),
+ * those sent again after the DOWNGRADE included, rsx_resend; after an
+ * in-band upgrade the HELLO and ACK are not among them, which both ends
+ * took off the stream): a client asks again out of band at once, and a
+ * server waits for a request for RSOCKX_OOB_WINDOW_MS.  Anything else, or
+ * no answer, leaves it on TCP as before.  A connection broken by the ping
+ * of a peer that never cut over lost nothing.
  */
-static int rsx_cut_abandoned(struct rsx_sock *s)
+int rsx_may_count_on(struct rsx_sock *s, const struct rsx_conn *c)
+{
+	int role = atomic_load(&s->role);
+
+	if (!rsx_config.oob || s->shared || s->rd_shut ||
+	    s->wr_shut || c->peer_fin || c->tcp_eof ||
+	    (c->err && !c->cut_ping) || atomic_load(&s->evented))
+		return 0;
+	if (role == RSX_ROLE_CONNECTOR)
+		return s->peer_port != 0;
+	return role == RSX_ROLE_ACCEPTED && s->oob_ok;
+}
+
+/* Where c's stream stands on TCP (struct rsx_ho_counts). */
+static void rsx_conn_counts(const struct rsx_conn *c, struct rsx_ho_counts *n)
+{
+	n->tx = c->tx_tcp;
+	n->rx = c->rx_tcp;
+	n->tx_sum = c->tx_sum;
+	n->rx_sum = c->rx_sum;
+}
+
+/*
+ * Under s->lock: s leaves its connection, if any, for TCP, and counts on
+ * from n (NULL: from its own counts, a client whose request was out):
+ * an accepted socket waits for a request for RSOCKX_OOB_WINDOW_MS, a
+ * client asks again, at once or once it alone holds s (share.h).  A share
+ * slot stays as it is (rsx_to_tcp would taint it: nobody's counts held).
+ * why: a fallback counter, or RSX_STAT_COUNT.
+ */
+void rsx_count_on(struct rsx_sock *s, const struct rsx_ho_counts *n,
+		  enum rsx_stat why)
+{
+	int slot = s->share_slot;
+	struct rsx_ho_counts own = {
+		.tx = s->tcp_tx, .rx = s->tcp_rx,
+		.tx_sum = s->tx_sum, .rx_sum = s->rx_sum,
+	};
+
+	if (!n)
+		n = &own;
+	s->share_slot = -1;
+	rsx_to_tcp(s, why);
+	s->share_slot = slot;
+	s->tcp_tx = n->tx;
+	s->tcp_rx = n->rx;
+	s->tx_sum = n->tx_sum;
+	s->rx_sum = n->rx_sum;
+	s->oob_until = rsx_now_ms() + rsx_config.oob_window_ms;
+	if (atomic_load(&s->role) == RSX_ROLE_ACCEPTED) {
+		rsx_sock_set_state(s, RSX_ST_SERVER_WAIT);
+		return;
+	}
+	rsx_sock_set_state(s, RSX_ST_CLIENT_WAIT);
+	rsx_oob_rescan();
+}
+
+/*
+ * c broke while this end still waited for the peer's CUTOVER, broken by
+ * a ping (the server's deadline, rsx_sock_cut_step, a second request of
+ * the client's, rsx_oob_superseded, or the peer's TCP end,
+ * rsx_peer_closed): the peer's QP is not there, it never cut over, and
+ * TCP carried the whole stream both ways.  Such a client let its answer go
+ * (it forked while its request was out, share.h) and may ask again: s
+ * counts on where it can (rsx_may_count_on), and is plain TCP otherwise.
+ * Returns 1 when s left c.
+ */
+int rsx_cut_abandoned(struct rsx_sock *s)
 {
 	struct rsx_conn *c = s->conn;
+	struct rsx_ho_counts n;
 
 	if (!c || !c->err || !c->cut_ping || c->peer_cutover || c->tx_ring ||
 	    c->peer_down)
 		return 0;
-	rsx_info("QP %u: the peer never cut over and its QP is gone: plain "
-		 "TCP", rsx_conn_id(c));
-	rsx_to_tcp(s, RSX_STAT_fallback_no_cutover);
+	if (c->oob && rsx_may_count_on(s, c)) {
+		rsx_info("QP %u: the peer never cut over and its QP is gone: "
+			 "TCP, counted on", rsx_conn_id(c));
+		rsx_conn_counts(c, &n);
+		rsx_count_on(s, &n, RSX_STAT_COUNT);
+	} else {
+		rsx_info("QP %u: the peer never cut over and its QP is gone: "
+			 "plain TCP", rsx_conn_id(c));
+		rsx_to_tcp(s, RSX_STAT_fallback_no_cutover);
+	}
 	rsx_wake_sleepers(s);
 	return 1;
 }
@@ -344,29 +424,6 @@ int rsx_sock_cut_step(struct rsx_sock *s, struct rsx_conn *c, int64_t now)
 }
 
 /*
- * The peer took the connection back to TCP: its process let go of it for
- * a fork child, which may come back out of band, alone with it and every
- * byte counted (handoff.h, share.h); or it executes another program.  So
- * after an out-of-band upgrade this end counts on, from the connection's
- * counts (TCP's bytes each way since connect() or accept(), those sent
- * again after the DOWNGRADE included, rsx_resend): a client asks again at
- * once, and a server waits for a request for RSOCKX_OOB_WINDOW_MS.
- * Anything else, or no answer, leaves it on TCP as before.
- */
-static int rsx_may_count_on(struct rsx_sock *s, const struct rsx_conn *c)
-{
-	int role = atomic_load(&s->role);
-
-	if (!c->oob || !rsx_config.oob || s->shared || s->rd_shut ||
-	    s->wr_shut || c->peer_fin || c->tcp_eof || c->err ||
-	    atomic_load(&s->evented))
-		return 0;
-	if (role == RSX_ROLE_CONNECTOR)
-		return s->peer_port != 0;
-	return role == RSX_ROLE_ACCEPTED && s->oob_ok;
-}
-
-/*
  * The peer went back to TCP and nothing of the ring is left: our bytes it
  * had not read went again, and the application has read all the peer wrote
  * into our ring (after any TCP bytes before its cut-over).  The socket
@@ -376,7 +433,7 @@ static int rsx_may_count_on(struct rsx_sock *s, const struct rsx_conn *c)
 int rsx_down_settle(struct rsx_sock *s, int fd)
 {
 	struct rsx_conn *c = s->conn;
-	int again;
+	struct rsx_ho_counts n;
 
 	if (s->state != RSX_ST_UPGRADED || !c->peer_down || c->polling ||
 	    c->waiters || c->tx_resend != c->tx_head ||
@@ -387,26 +444,16 @@ int rsx_down_settle(struct rsx_sock *s, int fd)
 		rsx_libc.shutdown(fd, SHUT_RD);
 	rsx_dbg("fd %d: back to plain TCP after the peer's DOWNGRADE", fd);
 	rsx_handoff_done(s, 1);
-	again = rsx_may_count_on(s, c);
-	if (again) {
-		s->tcp_tx = c->tx_tcp;
-		s->tcp_rx = c->rx_tcp;
-		s->tx_sum = c->tx_sum;
-		s->rx_sum = c->rx_sum;
-	}
-	rsx_to_tcp(s, RSX_STAT_peer_downgrades);
-	if (!again)
+	if (!rsx_may_count_on(s, c)) {
+		rsx_to_tcp(s, RSX_STAT_peer_downgrades);
 		return 1;
+	}
+	rsx_conn_counts(c, &n);
+	rsx_count_on(s, &n, RSX_STAT_peer_downgrades);
 	rsx_dbg("fd %d: counting on after %llu bytes out, %llu in", fd,
 		(unsigned long long)s->tcp_tx, (unsigned long long)s->tcp_rx);
-	if (atomic_load(&s->role) == RSX_ROLE_ACCEPTED) {
-		s->oob_until = rsx_now_ms() + rsx_config.oob_window_ms;
-		rsx_sock_set_state(s, RSX_ST_SERVER_WAIT);
-		return 1;
-	}
-	rsx_sock_set_state(s, RSX_ST_CLIENT_WAIT);
-	rsx_stat_inc(RSX_STAT_oob_again);
-	rsx_oob_rescan();
+	if (s->state == RSX_ST_CLIENT_WAIT)
+		rsx_stat_inc(RSX_STAT_oob_again);
 	return 1;
 }
 
@@ -595,10 +642,8 @@ static ssize_t rsx_up_recv(struct rsx_sock *s, int fd, const struct iovec *iov,
 			if (n > 0) {
 				if (!peek) {
 					c->rx_tcp += n;
-					if (c->oob)
-						c->rx_sum = rsx_sum_iov(
-							c->rx_sum, iov, iovcnt,
-							got, n);
+					c->rx_sum = rsx_sum_iov(c->rx_sum, iov,
+								iovcnt, got, n);
 					rsx_stat_add(RSX_STAT_tcp_rx_bytes, n);
 				}
 				got += n;
@@ -668,9 +713,8 @@ ssize_t rsx_tcp_send_now(struct rsx_sock *s, int fd,
 
 	if (n > 0 && s->conn) {
 		s->conn->tx_tcp += n;
-		if (s->conn->oob)
-			s->conn->tx_sum = rsx_sum_iov(s->conn->tx_sum, iov,
-						      iovcnt, sent, n);
+		s->conn->tx_sum = rsx_sum_iov(s->conn->tx_sum, iov, iovcnt,
+					      sent, n);
 		rsx_stat_add(RSX_STAT_tcp_tx_bytes, n);
 	}
 	return n;

@@ -27,6 +27,12 @@
 #                 echo while the child sends phase 2 (the parent takes
 #                 the connection back to TCP under that sleeping thread);
 #                 then the parent runs phase 3
+#       and two that fork 0.1 s after connect(), before the first phase,
+#       while the request of the upgrade is out; every record then waits
+#       0.1 s:
+#         early   the child exits 0.3 s later, never touching the socket;
+#                 the parent runs the phases
+#         earlydaemon  the parent exits at once; the child runs them
 #       Whoever ends last writes "BYTES SHA256" of all it sent to OUT, or
 #       "FAIL why".
 #
@@ -84,6 +90,8 @@ def fail(out, why):
 
 def client(addr, port, bind, scen, out):
     s = socket.create_connection((addr, port), source_address=(bind, 0))
+    if scen in ("early", "earlydaemon"):
+        return early(s, scen, out)
     pause = 0.04 if scen in ("paced", "slow", "slowdaemon") else 0
     echo_phase(s, 0, 0.1 if scen.startswith("slow") else pause)
     if scen == "slowdaemon":
@@ -142,6 +150,37 @@ def client(addr, port, bind, scen, out):
         if st != 0:
             fail(out, "idle child failed")
             return 1
+    finish(s, out)
+    return 0
+
+
+def early(s, scen, out):
+    time.sleep(0.1)                 # the request is out
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if scen == "early":
+                time.sleep(0.3)
+                sys.exit(0)
+            deadline = time.time() + 20
+            while os.getppid() == parent and time.time() < deadline:
+                time.sleep(0.01)
+            for n in range(3):
+                echo_phase(s, n, 0.1)
+            finish(s, out)
+        except Exception as e:      # noqa: BLE001 (reported to the shell)
+            fail(out, "child: %s" % e)
+            sys.exit(1)
+        sys.exit(0)
+    if scen == "earlydaemon":
+        return 0
+    for n in range(3):
+        echo_phase(s, n, 0.1)
+    _, st = os.waitpid(pid, 0)
+    if st != 0:
+        fail(out, "early child failed")
+        return 1
     finish(s, out)
     return 0
 

@@ -13,6 +13,10 @@
 #           reads the rest of the echo over TCP
 #   srvfork the server forks and closes its copy (it downgrades instead of
 #           ending the stream); the server's child echoes the rest
+# In daemon and srvfork one process alone holds the connection again after
+# the hand-off: it comes back onto a queue pair out of band, the counts of
+# an in-band upgrade (the HELLO and ACK not among them) going on from the
+# downgrade.  Before (2026-12-07): TCP for the rest of the stream.
 # Checked: every byte (sha256 at both ends), bytes over RDMA before the
 # fork (rsockx and rxe counters), the hand-off counted where it happens,
 # no connection lost.
@@ -30,6 +34,14 @@
 #           the rest of the stream goes over RDMA again
 #   oobdaemon the client, upgraded out of band, forks and exits (daemon):
 #           its child, alone with the socket, asks again
+#   oobearly the client forks 0.1 s after connect(), while its request is
+#           out (the server holds its answer 500 ms), and the child exits
+#           0.3 s later without touching the socket: the parent, alone,
+#           asks again; the server, still waiting for the first answer's
+#           CUTOVER, pings that client's QP, finds it gone, counts on and
+#           takes the new request.  Before: TCP in both processes.
+#   oobearlydaemon the same fork, but the parent exits at once: the child
+#           asks again and streams
 # vm-exclusive: yes
 # vm-timeout: 300
 . "$abs_top_srcdir/tests/lib.sh"
@@ -44,11 +56,12 @@ FORKPY=$abs_top_srcdir/tests/rdma/fork.py
 export RSOCKX_PROBE_TIMEOUT_MS=10000
 printf 'rdma connect * *\n' >"$tmpdir/rdma.conf"
 
-for scen in ${RSOCKX_FORK_SCENARIOS:-child idle daemon reader srvfork oobfork oobhold oobsrvfork oobdaemon}; do
+for scen in ${RSOCKX_FORK_SCENARIOS:-child idle daemon reader srvfork oobfork oobhold oobsrvfork oobdaemon oobearly oobearlydaemon}; do
 	d=$tmpdir/$scen
 	mkdir -p "$d"
-	smode=echo cscen=$scen cconf=$tmpdir/rdma.conf
+	smode=echo cscen=$scen cconf=$tmpdir/rdma.conf hold=0
 	case $scen in
+	oobearly*) cscen=${scen#oob} cconf= hold=500 ;;
 	srvfork) smode=fork cscen=plain ;;
 	oobfork) smode=forkfirst cscen=paced cconf= ;;
 	oobhold) smode=forkhold cscen=paced cconf= ;;
@@ -58,7 +71,7 @@ for scen in ${RSOCKX_FORK_SCENARIOS:-child idle daemon reader srvfork oobfork oo
 	port=$(vm_port)
 	snap=$(rxe_snap)
 	timeout 120 env LD_PRELOAD="$RSOCKX_PRELOAD" RSOCKX_CONF= \
-		RSOCKX_STATS_FILE="$d/sstats" \
+		RSOCKX_STATS_FILE="$d/sstats" RSOCKX_TEST_ANSWER_HOLD_MS=$hold \
 		"$PYTHON" "$FORKPY" server $HOST_B $port $smode "$d/sout" &
 	spid=$!
 	wait_listen $port || bail "$scen: server did not listen"
@@ -123,11 +136,33 @@ for scen in ${RSOCKX_FORK_SCENARIOS:-child idle daemon reader srvfork oobfork oo
 			test "$(stat_of $d/sstats peer_downgrades)$(stat_of $d/sstats upgraded)$(stat_of $d/sstats midstream_upgrades)" = 122
 		check "$scen: the child's records came over RDMA after the second upgrade (server rdma_rx_bytes $(stat_of $d/sstats rdma_rx_bytes) > 300000)" \
 			test "$(stat_of $d/sstats rdma_rx_bytes)" -gt 300000 ;;
+	oobearly*)
+		check "$scen: the client left alone asked again and was upgraded (fork_alone $(stat_of $d/cstats fork_alone), midstream_upgrades $(stat_of $d/cstats midstream_upgrades), fallback_fork $(stat_of $d/cstats fallback_fork))" \
+			test "$(stat_of $d/cstats fork_alone)" -ge 1 -a \
+			     "$(stat_of $d/cstats midstream_upgrades)$(stat_of $d/cstats fallback_fork)" = 10
+		check "$scen: the server let the first answer go and took the new request (midstream_upgrades $(stat_of $d/sstats midstream_upgrades), fallback_no_cutover $(stat_of $d/sstats fallback_no_cutover))" \
+			test "$(stat_of $d/sstats midstream_upgrades)" -ge 1 -a \
+			     "$(stat_of $d/sstats fallback_no_cutover)" = 0 ;;
 	srvfork)
 		check "$scen: the server's parent went back to TCP at its close, the child took it over (fork_downgraded $sf, fork_handoffs $sh)" \
 			test "$sf" = 1 -a "$sh" = 1
 		check "$scen: the client went back to TCP after it (peer_downgrades $(stat_of $d/cstats peer_downgrades))" \
 			test "$(stat_of $d/cstats peer_downgrades)" = 1 ;;
+	esac
+	case $scen in
+	daemon)
+		check "$scen: the client's child, alone, asked out of band and was upgraded again (fork_alone $(stat_of $d/cstats fork_alone), midstream_upgrades $(stat_of $d/cstats midstream_upgrades)/$(stat_of $d/sstats midstream_upgrades))" \
+			test "$(stat_of $d/cstats fork_alone)" -ge 1 -a \
+			     "$(stat_of $d/cstats midstream_upgrades)$(stat_of $d/sstats midstream_upgrades)" = 11
+		# the first phase is 300000 bytes: more than that came after
+		check "$scen: the child's records came over RDMA after it (server rdma_rx_bytes $(stat_of $d/sstats rdma_rx_bytes) > 300000)" \
+			test "$(stat_of $d/sstats rdma_rx_bytes)" -gt 300000 ;;
+	srvfork)
+		check "$scen: the server's child, alone, answered the client's new request (fork_alone $(stat_of $d/sstats fork_alone), oob_again $(stat_of $d/cstats oob_again), midstream_upgrades $(stat_of $d/cstats midstream_upgrades)/$(stat_of $d/sstats midstream_upgrades))" \
+			test "$(stat_of $d/sstats fork_alone)" -ge 1 -a \
+			     "$(stat_of $d/cstats oob_again)$(stat_of $d/cstats midstream_upgrades)$(stat_of $d/sstats midstream_upgrades)" = 111
+		check "$scen: the child's echo came over RDMA after it (client rdma_rx_bytes $(stat_of $d/cstats rdma_rx_bytes) > 300000)" \
+			test "$(stat_of $d/cstats rdma_rx_bytes)" -gt 300000 ;;
 	esac
 	[ "${RSOCKX_FORK_SHOW:-}" = 1 ] && sed "s/^/  $scen: /" $d/sstats $d/cstats >&2
 done
