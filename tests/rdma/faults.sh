@@ -153,7 +153,9 @@ link_heal() { # cut|down
 # link_case LABEL cut|down [stall]: bounded to 40 s per end.
 link_case() {
 	local label=$1 how=$2 stall=${3:-} rc_c=0 rc_s=0 t0 tc= ts= i
-	pair $label "$SRV" "$CLI" -d c2s -n $BIG -k || { not_ok "$label: started"; return; }
+	# info: each end's log says what broke its connection (show)
+	pair $label "$SRV RSOCKX_LOG=info" "$CLI RSOCKX_LOG=info" -d c2s -n $BIG -k ||
+		{ not_ok "$label: started"; return; }
 	sleep 3
 	t0=$(now_ms)
 	link_fail $how || { not_ok "$label: the link failed ($how)"; kill $CPID $SPID; return; }
@@ -190,8 +192,14 @@ link_case() {
 		check "$label: the receiver broke it for its port (port_down_breaks $(stat_of $tmpdir/$label.sstats port_down_breaks))" \
 			test "$(stat_of $tmpdir/$label.sstats port_down_breaks)" -ge 1
 	else
-		check "$label: the sender's break counted as the transport's retries used up (qp_timeouts $(stat_of $tmpdir/$label.cstats qp_timeouts))" \
-			test "$(stat_of $tmpdir/$label.cstats qp_timeouts)" -ge 1
+		# Both ends' writes go unanswered, but their TCP connection
+		# (both addresses are this guest's) does not: the end whose
+		# retries run out first breaks and exits, and the other sees
+		# its TCP end before its own run out ("peer closed without
+		# FIN").  Either end may be first: the sender was not in 1 of
+		# 5 runs (rxe counters and logs).
+		check "$label: a break counted as the transport's retries used up (qp_timeouts sender $(stat_of $tmpdir/$label.cstats qp_timeouts), receiver $(stat_of $tmpdir/$label.sstats qp_timeouts))" \
+			test $(($(stat_of $tmpdir/$label.cstats qp_timeouts) + $(stat_of $tmpdir/$label.sstats qp_timeouts))) -ge 1
 	fi
 	check "$label: both ends were upgraded" upgraded $label
 	# the ports are ACTIVE again (after a cut they never left it)
