@@ -38,7 +38,8 @@
  * of messages, returned with the CREDIT counters like bytes are.
  *
  * After an out-of-band upgrade (oob.h) CUTOVER also carries cutover_sum,
- * a 64-bit FNV-1a of the bytes the sender sent over TCP; the reader
+ * the CRC-32C (crc.h, in the low 32 bits) of the bytes the sender sent
+ * over TCP; the reader
  * checks it against what it read before it takes the ring, and a server
  * moves its own sends to the ring only once it holds.  The request that
  * started the upgrade came from outside the TCP connection: this ties it
@@ -77,7 +78,7 @@ struct rsx_ctrl {
 	uint64_t cutover;	/* bytes the peer sent over TCP after the handshake */
 	uint64_t down_rx;	/* DOWNGRADE: our ring bytes the peer has read */
 	uint64_t down_tx;	/* DOWNGRADE: bytes the peer wrote into our ring */
-	uint64_t cutover_sum;	/* out of band: FNV-1a of those cutover bytes */
+	uint64_t cutover_sum;	/* out of band: CRC-32C of those bytes */
 	uint64_t pad[2];
 };
 
@@ -169,7 +170,7 @@ struct rsx_conn {
 	uint8_t proved;		/* the peer's CUTOVER proof held */
 	uint8_t cut_ping;	/* a ping of a peer that has not cut over is
 				 * out (rsx_sock_cut_step, rsx_peer_closed) */
-	uint64_t tx_sum;	/* FNV-1a of tx_tcp's bytes */
+	uint64_t tx_sum;	/* CRC-32C of tx_tcp's bytes (crc.h) */
 	uint64_t rx_sum;	/* ... of rx_tcp's */
 	uint64_t peer_sum;	/* the peer's CUTOVER proof */
 	int err;		/* -errno once the connection broke */

@@ -325,14 +325,17 @@ out:
 	*out = found;
 	if (!found)
 		return -ENODEV;
+	/*
+	 * The port's events first, whichever way they go: nobody may have
+	 * been listening when it came back, or since it went down (a
+	 * connection made right after a port went down, its PORT_ERR not yet
+	 * read, took a queue pair on it).  One read per device, next to the
+	 * milliseconds a queue pair costs.
+	 */
+	rsx_dev_async_all();
 	if (atomic_load(&found->down)) {
-		/* nobody may have been listening when it came back */
-		rsx_dev_async_all();
-		if (atomic_load(&found->down)) {
-			rsx_dbg("device %s port %d is down", found->name,
-				found->port);
-			return -ENETDOWN;
-		}
+		rsx_dbg("device %s port %d is down", found->name, found->port);
+		return -ENETDOWN;
 	}
 	return 0;
 }

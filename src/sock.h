@@ -53,8 +53,8 @@ enum rsx_state {
 	RSX_ST_SERVER_WAIT,	/* accepted: a request may come (oob_until) */
 };
 
-/* FNV-1a's starting value, for the sums of counted bytes (conn.h). */
-#define RSX_SUM_INIT 0xcbf29ce484222325ull
+/* The sums' start (crc.h): of counted bytes, for the proof (conn.h). */
+#define RSX_SUM_INIT 0xffffffffull
 
 /* The states in which bytes are counted for an out-of-band upgrade. */
 static inline int rsx_state_counted(int state)
@@ -137,7 +137,7 @@ struct rsx_sock {
 	int64_t oob_until;	/* ms: SERVER_WAIT ends (TCP for good) */
 	uint64_t tcp_tx;	/* application bytes sent on TCP so far */
 	uint64_t tcp_rx;	/* ... received */
-	uint64_t tx_sum;	/* FNV-1a of tcp_tx's bytes (conn.h) */
+	uint64_t tx_sum;	/* CRC-32C of tcp_tx's bytes (crc.h) */
 	uint64_t rx_sum;	/* ... of tcp_rx's */
 	_Atomic uint32_t pollers; /* threads in poll/select on the TCP fd */
 	_Atomic uint8_t cm_knock; /* the CM thread waits for the lock */

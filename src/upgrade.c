@@ -49,6 +49,7 @@
 #include "clock.h"
 #include "config.h"
 #include "conn.h"
+#include "crc.h"
 #include "fdtab.h"
 #include "guard.h"
 #include "handoff.h"
@@ -95,7 +96,7 @@ static int rsx_iov_slice(const struct iovec *iov, int iovcnt, size_t skip,
 }
 
 /*
- * FNV-1a (64 bits) of n bytes of iov from skip on: the proof an
+ * The sum (crc.h) of n bytes of iov from skip on: the proof an
  * out-of-band cut-over carries (conn.h), over the bytes that went by TCP.
  */
 uint64_t rsx_sum_iov(uint64_t h, const struct iovec *iov, int iovcnt,
@@ -116,8 +117,7 @@ uint64_t rsx_sum_iov(uint64_t h, const struct iovec *iov, int iovcnt,
 			k = n;
 		n -= k;
 		skip = 0;
-		while (k--)
-			h = (h ^ *p++) * 0x100000001b3ull;
+		h = rsx_crc32c_update((uint32_t)h, p, k);
 	}
 	return h;
 }

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "crc.h"
 #include "wire.h"
 
 const uint8_t rsx_wire_magic[RSX_WIRE_MAGIC_LEN] = {
@@ -19,16 +20,7 @@ const uint8_t rsx_oob_magic[RSX_OOB_MAGIC_LEN] = { 0xd5, 'R', 'X', 'Q' };
 
 uint32_t rsx_crc32c(const void *buf, size_t len)
 {
-	const uint8_t *p = buf;
-	uint32_t crc = ~0u;
-	int k;
-
-	while (len--) {
-		crc ^= *p++;
-		for (k = 0; k < 8; k++)
-			crc = (crc >> 1) ^ (0x82f63b78u & -(crc & 1));
-	}
-	return ~crc;
+	return ~rsx_crc32c_update(~0u, buf, len);
 }
 
 static void put16(uint8_t *p, uint16_t v) { v = htobe16(v); memcpy(p, &v, 2); }

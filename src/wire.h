@@ -35,7 +35,8 @@
  * A NAK carries only the header, nonce and reason; the other fields are 0.
  */
 #define RSX_WIRE_LEN		72
-#define RSX_WIRE_VERSION	1
+/* 2: the cut-over's sums are CRC-32C (crc.h), FNV-1a in 1 */
+#define RSX_WIRE_VERSION	2
 #define RSX_WIRE_MAGIC_LEN	8
 #define RSX_CTRL_SIZE		64
 #define RSX_RING_MIN		4096u

@@ -13,6 +13,7 @@ import struct
 import sys
 
 MAGIC = bytes([0xd5, ord('R'), ord('S'), ord('X'), 0x0d, 0x0a, 0x1a, 0x0a])
+VERSION = 2            # RSX_WIRE_VERSION
 
 
 def crc32c(data):
@@ -26,7 +27,7 @@ def crc32c(data):
 
 def msg(mtype, nonce=0x1122334455667788, qpn=0x11, psn=0x123456, mtu=3,
         reason=0, rq=512, ring=1 << 18, addr=0x7f1234560000, rkey=0x1234,
-        version=1, length=72, flags=0, gid=bytes(10) + b'\xff\xff' +
+        version=VERSION, length=72, flags=0, gid=bytes(10) + b'\xff\xff' +
         bytes([192, 168, 77, 1])):
     b = MAGIC + struct.pack('>BBHIQII', mtype, version, length, flags, nonce,
                             qpn, psn)
@@ -41,7 +42,7 @@ def nak(reason, nonce=0x1122334455667788):
 
 def oob_req(nonce=0x1122334455667788, qpn=0x11, psn=0x123456, mtu=3,
             port=40000, addr=0x7f1234560000, rkey=0x1234, ring_log2=18,
-            rq=128, version=1, gid=bytes(10) + b'\xff\xff' +
+            rq=128, version=VERSION, gid=bytes(10) + b'\xff\xff' +
             bytes([192, 168, 77, 1])):
     b = bytes([0xd5, ord('R'), ord('X'), ord('Q'), version, mtu])
     b += struct.pack('>HQII', port, nonce, qpn, psn) + gid
@@ -62,7 +63,7 @@ def wire_seeds():
         'hello-truncated': msg(1)[:40],
         'magic-only': MAGIC,
         'hello-badcrc': msg(1)[:68] + b'\0\0\0\0',
-        'hello-version2': msg(1, version=2),
+        'hello-version-other': msg(1, version=VERSION + 1),
         'hello-rq16': msg(1, rq=16),
         'http': b'GET / HTTP/1.1\r\nHost: x\r\n\r\n',
         'tls': bytes([0x16, 0x03, 0x01, 0x00, 0xa5, 0x01, 0x00, 0x00, 0xa1]),

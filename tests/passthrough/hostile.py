@@ -38,7 +38,7 @@ import time
 sys.dont_write_bytecode = True  # the source tree may be read-only
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 '..', 'fuzz'))
-from mkseeds import MAGIC, msg, nak  # noqa: E402
+from mkseeds import MAGIC, VERSION, msg, nak  # noqa: E402
 
 NAK_NODEV = 2
 NAK_VERSION = 4
@@ -87,8 +87,8 @@ CLIENT_SCENARIOS = {
     'hello-replayed': ([HELLO + HELLO + DATA], HELLO + DATA, NAK_NODEV),
     'hello-only': ([HELLO], b'', NAK_NODEV),
     # a HELLO with a right checksum and a wrong field: taken off, NAK
-    'hello-version2': ([msg(1, nonce=NONCE, version=2) + DATA], DATA,
-                       NAK_VERSION),
+    'hello-version-other': ([msg(1, nonce=NONCE, version=VERSION + 1) +
+                             DATA], DATA, NAK_VERSION),
     'hello-rq16': ([msg(1, nonce=NONCE, rq=16) + DATA], DATA, NAK_VERSION),
     'hello-ring3': ([msg(1, nonce=NONCE, ring=3 << 12) + DATA], DATA,
                     NAK_VERSION),

@@ -42,7 +42,7 @@ def ack(nonce):
     m = bytearray(72)
     m[0:8] = MAGIC
     m[8] = 2                    # ACK
-    m[9] = 1                    # version
+    m[9] = 2                    # version (RSX_WIRE_VERSION)
     struct.pack_into(">HIQII", m, 10, 72, 0, nonce, 1, 0)
     m[48] = 5                   # mtu
     struct.pack_into(">HIQI", m, 50, 128, RING, 1, 0)
