@@ -83,6 +83,7 @@ struct rsx_config {
 	int test_exit_gap_ms;	/* RSOCKX_TEST_EXIT_GAP_MS: test hook */
 	int test_answer_hold_ms; /* RSOCKX_TEST_ANSWER_HOLD_MS: test hook */
 	int test_exec_gap_ms;	/* RSOCKX_TEST_EXEC_GAP_MS: test hook */
+	int test_oob_again;	/* RSOCKX_TEST_OOB_AGAIN: test hook */
 	struct rsx_rules rules;
 	char error[256];	/* first error, "source:line: reason" */
 };

@@ -11,7 +11,6 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -47,8 +46,8 @@ static uint32_t rsx_rand24(void)
 }
 
 /*
- * What every connection has, whatever its transport: the kick, the
- * random start of its sequence and its nonce.
+ * What every connection has, whatever its transport: the random start of
+ * its sequence and its nonce.  Its kick comes with its first sleep.
  */
 struct rsx_conn *rsx_conn_alloc(uint32_t ring_size)
 {
@@ -57,11 +56,7 @@ struct rsx_conn *rsx_conn_alloc(uint32_t ring_size)
 	if (!c)
 		return NULL;
 	c->ring_size = ring_size;
-	c->kick_fd = rsx_fd_hide(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-	if (c->kick_fd < 0) {
-		free(c);
-		return NULL;
-	}
+	c->kick_fd = -1;
 	c->rx_tcp_limit = -1;
 	/* in band the stream starts here; out of band the socket's go on */
 	c->tx_sum = c->rx_sum = RSX_SUM_INIT;

@@ -93,7 +93,9 @@ struct rsx_conn {
 	 * condition variable, a signal ends that wait the way it ends the
 	 * kernel's own socket wait (EINTR, or a restart under SA_RESTART).
 	 * One that needs more events than the poller watches kicks it
-	 * through kick_fd (an eventfd).
+	 * through kick_fd (an eventfd), made at the first sleep in poll():
+	 * a connection that an evented program only waits for through its
+	 * stand-in never has one (a descriptor fewer, issue 20).
 	 */
 	int kick_fd;
 	uint8_t polling;	/* a thread sleeps in poll() */

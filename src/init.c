@@ -190,6 +190,10 @@ static void rsx_init_tunables(void)
 	 * sockets the new program inherits, the CM thread answering (track.c) */
 	rsx_env_num("RSOCKX_TEST_EXEC_GAP_MS", 0, 10000, 0,
 		    &c->test_exec_gap_ms, sizeof(int));
+	/* a client on shared memory sends its request once more while its
+	 * ACK waits for the program (local.c, rsx_local_ask_again) */
+	rsx_env_num("RSOCKX_TEST_OOB_AGAIN", 0, 1, 0, &c->test_oob_again,
+		    sizeof(int));
 }
 
 /*

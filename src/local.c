@@ -620,47 +620,47 @@ static void rsx_local_answer(struct rsx_local_r *r)
 	rsx_local_deliver(r, p, 0);
 }
 
-/*
- * A waiting client whose server is on this host: its connection (no
- * memory yet) and its request.  Returns 1 when one went out.
- */
-int rsx_local_ask(struct rsx_sock *s, int fd)
+static struct rsx_local_r *rsx_local_take_slot(void)
 {
-	static const uint8_t v4any[16] = { [10] = 0xff, [11] = 0xff };
-	static const uint8_t v6any[16];
-	struct sockaddr_storage src, dst;
-	uint8_t req[RSX_OOB_REQ_LEN], addr[16];
-	const uint8_t *names[3];
 	struct rsx_local_r *r;
-	struct sockaddr_un un;
-	struct rsx_hello h;
-	uint16_t port, dport;
-	int i, ret = -1;
 
 	pthread_mutex_lock(&rsx_local_lock);
 	r = rsx_local_slot();
 	if (r)
 		r->ufd = -2;	/* taken */
 	pthread_mutex_unlock(&rsx_local_lock);
-	if (!r)
-		return 0;	/* all out: next round */
-	if (rsx_sock_oob_start(s, fd, 0, &h, &src, &dst, &port)) {
-		r->ufd = -1;
-		return 0;
-	}
+	return r;
+}
+
+/*
+ * Request h for s (fd, our TCP port), to dst's listener, on slot r: its
+ * answer comes to rsx_local_answer.
+ */
+static void rsx_local_send_req(struct rsx_local_r *r, struct rsx_sock *s,
+			       int fd, const struct rsx_hello *h,
+			       uint16_t port, const struct sockaddr_storage *dst)
+{
+	static const uint8_t v4any[16] = { [10] = 0xff, [11] = 0xff };
+	static const uint8_t v6any[16];
+	uint8_t req[RSX_OOB_REQ_LEN], addr[16];
+	const uint8_t *names[3];
+	struct sockaddr_un un;
+	uint16_t dport;
+	int i, ret = -1;
+
 	r->s = s;
 	r->gen = s->gen;
 	r->fd = fd;
-	r->nonce = h.nonce;
+	r->nonce = h->nonce;
 	r->kind = RSX_LK_ANSWER;
 	r->expires = rsx_now_ms() + rsx_config.oob_timeout_ms;
-	rsx_oob_req_encode(&h, port, req);
+	rsx_oob_req_encode(h, port, req);
 	r->ufd = rsx_fd_hide(rsx_libc.socket(AF_UNIX, SOCK_SEQPACKET |
 						SOCK_NONBLOCK | SOCK_CLOEXEC,
 						0));
-	if (r->ufd < 0 || rsx_oob_addr(&dst, addr, &dport)) {
+	if (r->ufd < 0 || rsx_oob_addr(dst, addr, &dport)) {
 		rsx_local_deliver(r, NULL, RSX_STAT_fallback_oob);
-		return 1;
+		return;
 	}
 	/* the listener's own address first, then the wildcards */
 	names[0] = addr;
@@ -674,15 +674,60 @@ int rsx_local_ask(struct rsx_sock *s, int fd)
 		rsx_dbg("fd %d: no same-host rendezvous: %s", fd,
 			strerror(errno));
 		rsx_local_deliver(r, NULL, RSX_STAT_fallback_probe);
-		return 1;
+		return;
 	}
 	if (rsx_local_sendfds(r->ufd, req, sizeof(req), &fd, 1) ||
 	    rsx_local_watch(r->ufd, RSX_LK_ANSWER, r - rsx_local_rs)) {
 		rsx_local_deliver(r, NULL, RSX_STAT_fallback_oob);
-		return 1;
+		return;
 	}
 	rsx_stat_inc(RSX_STAT_oob_sent);
+}
+
+/*
+ * A waiting client whose server is on this host: its connection (no
+ * memory yet) and its request.  Returns 1 when one went out.
+ */
+int rsx_local_ask(struct rsx_sock *s, int fd)
+{
+	struct sockaddr_storage src, dst;
+	struct rsx_local_r *r;
+	struct rsx_hello h;
+	uint16_t port;
+
+	r = rsx_local_take_slot();
+	if (!r)
+		return 0;	/* all out: next round */
+	if (rsx_sock_oob_start(s, fd, 0, &h, &src, &dst, &port)) {
+		r->ufd = -1;
+		return 0;
+	}
+	rsx_local_send_req(r, s, fd, &h, port, &dst);
 	return 1;
+}
+
+/*
+ * Test hook (RSOCKX_TEST_OOB_AGAIN): s, connected to its server's memory
+ * and its CUTOVER not yet posted, sends its request once more, as a
+ * stale copy would come.  The server must find the first connection
+ * alive and refuse this one (rsx_oob_superseded); its NAK finds s past
+ * waiting and is dropped.  h: the request, made under s->lock, which the
+ * caller does not hold now (a request that fails is answered at once).
+ */
+void rsx_local_ask_again(struct rsx_sock *s, int fd, const struct rsx_hello *h)
+{
+	struct sockaddr_storage src, dst;
+	socklen_t len = sizeof(dst), slen = sizeof(src);
+	struct rsx_local_r *r;
+
+	if (rsx_libc.getpeername(fd, (struct sockaddr *)&dst, &len) ||
+	    rsx_libc.getsockname(fd, (struct sockaddr *)&src, &slen) ||
+	    !(r = rsx_local_take_slot()))
+		return;
+	rsx_info("fd %d: test: the request again, before the CUTOVER", fd);
+	rsx_local_send_req(r, s, fd, h, ntohs(src.ss_family == AF_INET ?
+		((struct sockaddr_in *)&src)->sin_port :
+		((struct sockaddr_in6 *)&src)->sin6_port), &dst);
 }
 
 static void rsx_local_accept(struct rsx_local_l *l)

@@ -44,6 +44,8 @@ void rsx_local_unlisten(struct rsx_sock *s);
 int rsx_local_start(void);
 int rsx_local_epfd(void);
 int rsx_local_ask(struct rsx_sock *s, int fd);
+void rsx_local_ask_again(struct rsx_sock *s, int fd,
+			 const struct rsx_hello *h);
 void rsx_local_serve(void);
 int rsx_local_tick(int64_t now);
 void rsx_local_relay(struct rsx_oob_pend *p);

@@ -419,7 +419,11 @@ static int rsx_oob_superseded(struct rsx_sock *s, int fd)
 		if (rsx_cut_abandoned(s))
 			return 0;
 	}
-	return c->sq_done < c->ping_wr;
+	if (c->sq_done < c->ping_wr)
+		return 1;
+	rsx_dbg("fd %d: another request, the first answer's client is there: "
+		"refused", fd);
+	return 0;
 }
 
 /*
@@ -457,6 +461,9 @@ int rsx_sock_oob_request(struct rsx_sock *s, int fd, struct rsx_oob_pend *p)
 void rsx_sock_oob_answer(struct rsx_sock *s, int fd, struct rsx_oob_pend *p,
 			 uint64_t nonce, int why)
 {
+	struct rsx_hello again;
+	int test_again = 0;
+
 	rsx_sock_lock_cm(s);
 	/* shared: a fork is under way, s goes to TCP after it */
 	if (s->state != RSX_ST_CLIENT_OOB || !s->conn ||
@@ -469,7 +476,15 @@ void rsx_sock_oob_answer(struct rsx_sock *s, int fd, struct rsx_oob_pend *p,
 		rsx_client_oob(s, fd, NULL, RSX_STAT_fallback_oob);
 	else
 		rsx_oob_take(s, fd, p);
+	/* test hook: the ACK waits for the program, the request goes again */
+	if (unlikely(rsx_config.test_oob_again) && s->oob == p && p &&
+	    s->conn && s->conn->shm) {
+		rsx_conn_hello(s->conn, RSX_MSG_HELLO, &again);
+		test_again = 1;
+	}
 	rsx_sock_unlock(s);
+	if (test_again)
+		rsx_local_ask_again(s, fd, &again);
 }
 
 /*

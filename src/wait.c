@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include "clock.h"
 #include "config.h"
 #include "conn.h"
+#include "fdtab.h"
 #include "guard.h"
 #include "libc.h"
 #include "log.h"
@@ -53,6 +55,9 @@ int64_t rsx_linger_end(void)
 	return rsx_now_ms() + rsx_config.linger_ms;
 }
 
+/* A sleep that could not make its kick looks again this often. */
+#define RSX_KICKLESS_MS 10
+
 /*
  * Wakes the thread asleep in rsx_sleep()'s poll on c, if there is one, to
  * poll again: for events it does not watch, a completion another thread
@@ -63,7 +68,8 @@ void rsx_kick(struct rsx_conn *c)
 {
 	uint64_t kick = 1;
 
-	if (c->polling && rsx_libc.write(c->kick_fd, &kick, sizeof(kick)) < 0)
+	if (c->polling && c->kick_fd >= 0 &&
+	    rsx_libc.write(c->kick_fd, &kick, sizeof(kick)) < 0)
 		rsx_dbg("kick: %s", strerror(errno));
 }
 
@@ -142,7 +148,7 @@ int rsx_sleep(struct rsx_sock *s, int fd, short events, const sigset_t *mask,
 	uint32_t gen;
 	int ret, rev;
 	struct timespec until, ts;
-	int timeout, nested, look;
+	int timeout, nested, look, kickless = 0;
 	short want = 0;
 
 	fd = rsx_sfd(s, fd);
@@ -266,6 +272,16 @@ int rsx_sleep(struct rsx_sock *s, int fd, short events, const sigset_t *mask,
 		timeout = RSX_GONE_LOOK_MS;
 	if (nested)
 		want = c->want;
+	if (unlikely(c->kick_fd < 0)) {
+		c->kick_fd = rsx_fd_hide(eventfd(0, EFD_NONBLOCK |
+						 EFD_CLOEXEC));
+		/* none to be had: no kick can reach this sleep, which looks
+		 * again every RSX_KICKLESS_MS instead (EMFILE) */
+		kickless = c->kick_fd < 0 &&
+			   (timeout < 0 || timeout > RSX_KICKLESS_MS);
+		if (kickless)
+			timeout = RSX_KICKLESS_MS;
+	}
 	c->polling = 1;
 	c->poller = &rsx_sig_hold;
 	c->want = events;
@@ -300,8 +316,8 @@ int rsx_sleep(struct rsx_sock *s, int fd, short events, const sigset_t *mask,
 		ret = errno == EINTR ? rsx_intr(timeout, mask, seen) : 0;
 	else if (ret == 0 && look)
 		rsx_conn_ping(c);	/* fails c if the peer is gone */
-	else if (ret == 0 && timeout >= 0)
-		ret = -EAGAIN;
+	else if (ret == 0 && timeout >= 0 && !kickless)
+		ret = -EAGAIN;	/* the caller's deadline, not ours */
 	if (pfd[1].revents)
 		while (rsx_libc.read(c->kick_fd, &kick, sizeof(kick)) > 0)
 			;
