@@ -12,7 +12,6 @@
 #define RSX_CRC32C_POLY 0x82f63b78u
 
 static uint32_t rsx_crc_tab[8][256];
-static int rsx_crc_hw;
 static pthread_once_t rsx_crc_once = PTHREAD_ONCE_INIT;
 
 /* tab[0] is the byte-wise table; tab[k] a byte followed by k zero bytes */
@@ -31,10 +30,6 @@ static void rsx_crc_setup(void)
 		for (k = 1; k < 8; k++)
 			rsx_crc_tab[k][i] = (rsx_crc_tab[k - 1][i] >> 8) ^
 				rsx_crc_tab[0][rsx_crc_tab[k - 1][i] & 0xff];
-#if defined(__x86_64__)
-	__builtin_cpu_init();
-	rsx_crc_hw = __builtin_cpu_supports("sse4.2");
-#endif
 }
 
 static inline uint32_t rsx_le32(const uint8_t *p)
@@ -88,12 +83,16 @@ static uint32_t rsx_crc_sse42(uint32_t c, const uint8_t *p, size_t n)
 }
 #endif
 
+/*
+ * libgcc reads the CPU's features in its constructor; a call before it
+ * (another library's constructor) sees none and takes the tables, which
+ * give the same sum.  Only the tables need setting up.
+ */
 uint32_t rsx_crc32c_update(uint32_t crc, const void *buf, size_t n)
 {
-	pthread_once(&rsx_crc_once, rsx_crc_setup);
 #if defined(__x86_64__)
-	if (likely(rsx_crc_hw))
+	if (likely(__builtin_cpu_supports("sse4.2")))
 		return rsx_crc_sse42(crc, buf, n);
 #endif
-	return rsx_crc_slice(crc, buf, n);
+	return rsx_crc32c_soft(crc, buf, n);
 }

@@ -719,15 +719,15 @@ void rsx_local_ask_again(struct rsx_sock *s, int fd, const struct rsx_hello *h)
 	struct sockaddr_storage src, dst;
 	socklen_t len = sizeof(dst), slen = sizeof(src);
 	struct rsx_local_r *r;
+	uint8_t addr[16];
+	uint16_t port;
 
 	if (rsx_libc.getpeername(fd, (struct sockaddr *)&dst, &len) ||
 	    rsx_libc.getsockname(fd, (struct sockaddr *)&src, &slen) ||
-	    !(r = rsx_local_take_slot()))
+	    rsx_oob_addr(&src, addr, &port) || !(r = rsx_local_take_slot()))
 		return;
 	rsx_info("fd %d: test: the request again, before the CUTOVER", fd);
-	rsx_local_send_req(r, s, fd, h, ntohs(src.ss_family == AF_INET ?
-		((struct sockaddr_in *)&src)->sin_port :
-		((struct sockaddr_in6 *)&src)->sin6_port), &dst);
+	rsx_local_send_req(r, s, fd, h, ntohs(port), &dst);
 }
 
 static void rsx_local_accept(struct rsx_local_l *l)

@@ -53,4 +53,4 @@ printf '  server plain TCP       %8.2f Gbit/s\n' "$(median <"$tmp/plain" | awk '
 printf '  server under rsockx    %8.2f Gbit/s (counting)\n' "$(median <"$tmp/rsockx" | awk '{ print $1 / 1e9 }')"
 printf '  ratio rsockx / plain   %8.2f\n' "$(median <"$tmp/ratio")"
 # the path: the last preloaded server counted what it received
-echo "  the last rsockx server counted $(tr ' ' '\n' <"$tmp/stats" | sed -n 's/^tcp_rx_bytes=//p') bytes on TCP (tcp_rx_bytes)"
+echo "  the last rsockx server counted $(tail -n 1 "$tmp/stats" | tr ' ' '\n' | sed -n 's/^tcp_rx_bytes=//p') bytes on TCP (tcp_rx_bytes)"
