@@ -28,7 +28,8 @@
 #include "verbs.h"
 
 #define RSX_OOB_SLOTS 256
-#define RSX_OOB_RESOLVE_MS 500
+/* as the probe's (probe.c): the request's deadline is what ends it */
+#define RSX_OOB_RESOLVE_MS rsx_config.oob_timeout_ms
 /*
  * Nothing listened on the server's CM port: its rsockx may still be
  * loading the RDMA libraries after listen() (half a second in the test

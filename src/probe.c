@@ -48,8 +48,15 @@ static const uint8_t rsx_probe_mark[8] = { 'r', 's', 'o', 'c', 'k', 'x', 0,
  * opening hundreds at once) must not be dropped while the thread is busy.
  */
 #define RSX_CM_BACKLOG 1024
-#define RSX_CM_TIMEOUT_MS 500
 #define RSX_IB_CM_REJ_CONSUMER 28
+/*
+ * The kernel's timeouts for resolving the address (the neighbour) and the
+ * route: the probe's own deadline is what ends it (rsx_probe_expire).  A
+ * fixed half second can run out in a guest that stalls (the test VM under
+ * CI's load) before the neighbour answers, and the no is then kept for
+ * the negative TTL.
+ */
+#define RSX_RESOLVE_MS rsx_config.probe_timeout_ms
 
 struct rsx_probe {
 	uint8_t addr[16];
@@ -249,7 +256,7 @@ static struct rdma_cm_id *rsx_cm_event(struct rdma_cm_event *ev)
 		goto out;	/* a late event of an expired probe */
 	switch (ev->event) {
 	case RDMA_CM_EVENT_ADDR_RESOLVED:
-		if (rsx_rdma.resolve_route(ev->id, RSX_CM_TIMEOUT_MS))
+		if (rsx_rdma.resolve_route(ev->id, RSX_RESOLVE_MS))
 			done = rsx_probe_done(p, RSX_PROBE_NO);
 		break;
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
@@ -569,7 +576,7 @@ int rsx_probe_lookup(const struct sockaddr *sa, socklen_t len)
 		p->id = NULL;
 		rsx_probe_finish(p, RSX_PROBE_NO);
 	} else if (rsx_rdma.resolve_addr(p->id, NULL, (struct sockaddr *)sa,
-					 RSX_CM_TIMEOUT_MS)) {
+					 RSX_RESOLVE_MS)) {
 		/* no RDMA device routes there: known at once */
 		rsx_probe_finish(p, RSX_PROBE_NO);
 	} else {

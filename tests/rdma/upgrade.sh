@@ -17,6 +17,10 @@ in_vm || skip_all "runs only in the test VM (tests/vm/run.sh)"
 # probe in the emulated guest under CI's load (two VMs) may take longer
 # than the default second: both-ipv6 once stayed TCP (as fork.sh).
 export RSOCKX_PROBE_TIMEOUT_MS=${RSOCKX_PROBE_TIMEOUT_MS:-10000}
+# and the out-of-band request's answer, for the same reason: the
+# sanitizer VM once kept both-ipv6 on TCP again, with its guest stalled
+# often enough for 29 RC retries in this script
+export RSOCKX_OOB_TIMEOUT_MS=${RSOCKX_OOB_TIMEOUT_MS:-10000}
 printf 'rdma connect * *\n' >"$tmpdir/rdma.conf"
 CLI="RSOCKX_CONF=$tmpdir/rdma.conf"
 SRV="RSOCKX_CONF="
