@@ -136,7 +136,12 @@ ssize_t rsx_tcp_io(int fd, const struct iovec *iov, int iovcnt, size_t skip,
 	return n < 0 ? -errno : n;
 }
 
-void rsx_to_tcp(struct rsx_sock *s, enum rsx_stat reason)
+/*
+ * s leaves its connection, if any (under s->lock); its state is the
+ * caller's to set.  Until it is, the shim's lock-free look at s->mode
+ * still sends the program's calls to us, where they wait for the lock.
+ */
+static void rsx_leave_conn(struct rsx_sock *s, enum rsx_stat reason)
 {
 	struct rsx_conn *c = s->conn;
 
@@ -159,6 +164,11 @@ void rsx_to_tcp(struct rsx_sock *s, enum rsx_stat reason)
 	}
 	if (reason != RSX_STAT_COUNT)
 		rsx_stat_inc(reason);
+}
+
+void rsx_to_tcp(struct rsx_sock *s, enum rsx_stat reason)
+{
+	rsx_leave_conn(s, reason);
 	rsx_sock_set_state(s, RSX_ST_TCP);
 	rsx_wake_close(s);
 }
@@ -344,8 +354,17 @@ void rsx_count_on(struct rsx_sock *s, const struct rsx_ho_counts *n,
 
 	if (!n)
 		n = &own;
+	/*
+	 * Never through RSX_ST_TCP on the way: the shim sends a call of a
+	 * socket in that state straight to libc, without the lock, and a
+	 * read of another thread that came then took bytes off TCP that
+	 * nobody counted.  The peer's CUTOVER then named bytes already
+	 * gone, and the reader waited for them for good (localready.test
+	 * forkgap: a client woken by its stand-in's retirement, now and
+	 * then on a loaded host).
+	 */
 	s->share_slot = -1;
-	rsx_to_tcp(s, why);
+	rsx_leave_conn(s, why);
 	s->share_slot = slot;
 	s->tcp_tx = n->tx;
 	s->tcp_rx = n->rx;
