@@ -717,13 +717,13 @@ int rsx_local_ask(struct rsx_sock *s, int fd)
 void rsx_local_ask_again(struct rsx_sock *s, int fd, const struct rsx_hello *h)
 {
 	struct sockaddr_storage src, dst;
-	socklen_t len = sizeof(dst), slen = sizeof(src);
+	socklen_t len = sizeof(src);
 	struct rsx_local_r *r;
 	uint8_t addr[16];
 	uint16_t port;
 
-	if (rsx_libc.getpeername(fd, (struct sockaddr *)&dst, &len) ||
-	    rsx_libc.getsockname(fd, (struct sockaddr *)&src, &slen) ||
+	if (rsx_sock_oob_dst(s, &dst) ||
+	    rsx_libc.getsockname(fd, (struct sockaddr *)&src, &len) ||
 	    rsx_oob_addr(&src, addr, &port) || !(r = rsx_local_take_slot()))
 		return;
 	rsx_info("fd %d: test: the request again, before the CUTOVER", fd);
