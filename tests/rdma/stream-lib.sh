@@ -31,6 +31,11 @@ stream_pair() {
 		kill $spid 2>/dev/null
 		return 1
 	fi
+	# and its rsockx's RDMA CM listener (loading the RDMA libraries
+	# after listen() took longer than the client's retries under ASan:
+	# the probe and the first request met no listener, probe_no 1);
+	# a server whose rules keep it off RDMA has none: 5 s at most
+	[ "$senv" = - ] || wait_cm_listen "$port" 50 || :
 	STREAM_WRAP=${STREAM_CLIENT_WRAP:-} \
 		stream_run "$cenv" "$out.cstats" "$STREAM" client -c "${STREAM_CONNECT:-$saddr}" \
 		${bind:+-b "$bind"} -p "$port" "$@" >"$out.client" 2>&1 || rc=1
