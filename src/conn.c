@@ -472,13 +472,31 @@ int rsx_conn_ping(struct rsx_conn *c)
 	return c->tp->ping(c);
 }
 
-/* Asks for a wake-up; 0 if none can be missed by sleeping now. */
+/*
+ * Asks for a wake-up; 0 if none can be missed by sleeping now.  xtok: of
+ * the readiness stand-in, where the transport can wake it (transport.h);
+ * 0: of the channel.
+ */
+int rsx_conn_arm_to(struct rsx_conn *c, uint64_t xtok)
+{
+	int ret;
+
+	if (!c->tp->woken)
+		xtok = 0;
+	ret = c->tp->arm(c, xtok);
+	c->armed = !ret;
+	c->armed_x = !ret && xtok;
+	return ret;
+}
+
 int rsx_conn_arm(struct rsx_conn *c)
 {
-	int ret = c->tp->arm(c);
+	return rsx_conn_arm_to(c, 0);
+}
 
-	c->armed = !ret;
-	return ret;
+uint32_t rsx_conn_woken(const struct rsx_conn *c)
+{
+	return c->tp->woken ? c->tp->woken(c) : 0;
 }
 
 /* The channel fired: consume the wake-up (non-blocking fd). */

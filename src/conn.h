@@ -164,6 +164,7 @@ struct rsx_conn {
 	uint8_t tcp_eof;	/* the TCP connection was closed by the peer */
 	uint8_t err_reported;	/* a send has returned err once */
 	uint8_t armed;		/* the CQ will raise an event (not consumed) */
+	uint8_t armed_x;	/* ... on the readiness stand-in (transport.h) */
 	uint8_t peer_down;	/* the peer's DOWNGRADE arrived: no more QP */
 	uint8_t down_sent;	/* we sent our DOWNGRADE: no more QP */
 	uint8_t down_shut;	/* our FIN went again, as TCP's shutdown */
@@ -233,6 +234,8 @@ int rsx_conn_ping(struct rsx_conn *c);
 int rsx_conn_downgrade(struct rsx_conn *c);
 int rsx_conn_wait_sent(struct rsx_conn *c, uint64_t wr, int timeout_ms);
 int rsx_conn_arm(struct rsx_conn *c);
+int rsx_conn_arm_to(struct rsx_conn *c, uint64_t xtok);
+uint32_t rsx_conn_woken(const struct rsx_conn *c);
 void rsx_conn_event(struct rsx_conn *c);
 int rsx_conn_chan_fd(const struct rsx_conn *c);
 int rsx_conn_nap(struct rsx_conn *c, uint32_t gen,

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@
 #include "probe.h"
 #include "ready.h"
 #include "upgrade.h"
+#include "shm.h"
 #include "sig.h"
 #include "stats.h"
 
@@ -370,13 +372,54 @@ out:
 }
 
 /*
+ * A stand-in that the peer's process can wake (ready.h): x bound to its
+ * address, y to its own and connected to x.  A name that is taken (a
+ * token drawn twice) fails with EADDRINUSE, and the caller takes a pair.
+ */
+static int rsx_ready_named(struct rsx_ready *r, int sv[2])
+{
+	struct sockaddr_un a;
+	socklen_t len;
+	int ret;
+
+	if (getrandom(&r->xtok, sizeof(r->xtok), GRND_NONBLOCK) !=
+	    sizeof(r->xtok) || !r->xtok) {
+		r->xtok = 0;
+		return -EAGAIN;
+	}
+	sv[0] = rsx_libc.socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK |
+				SOCK_CLOEXEC, 0);
+	if (sv[0] < 0)
+		return -errno;
+	sv[1] = rsx_libc.socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK |
+				SOCK_CLOEXEC, 0);
+	if (sv[1] < 0)
+		goto err;
+	len = rsx_shm_wake_addr(r->xtok, 'y', &a);
+	if (rsx_libc.bind(sv[1], (struct sockaddr *)&a, len))
+		goto err;
+	len = rsx_shm_wake_addr(r->xtok, 'x', &a);
+	if (rsx_libc.bind(sv[0], (struct sockaddr *)&a, len) ||
+	    rsx_libc.connect(sv[1], (struct sockaddr *)&a, len))
+		goto err;
+	return 0;
+err:
+	ret = -errno;
+	rsx_libc.close(sv[0]);
+	if (sv[1] >= 0)
+		rsx_libc.close(sv[1]);
+	r->xtok = 0;
+	return ret;
+}
+
+/*
  * Under s->lock, s->conn set: gives s its stand-in, watched from now on.
  * Returns x, or -errno.
  */
 int rsx_ready_on(struct rsx_sock *s, int fd)
 {
 	struct rsx_ready *r = s->rdy;
-	int sv[2], one = 1, ret;
+	int sv[2] = { -1, -1 }, one = 1, ret;
 
 	if (r)
 		return r->x;
@@ -385,7 +428,8 @@ int rsx_ready_on(struct rsx_sock *s, int fd)
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	if (rsx_libc.socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK |
+	if ((!s->conn->shm || rsx_ready_named(r, sv)) &&
+	    rsx_libc.socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK |
 				SOCK_CLOEXEC, 0, sv)) {
 		ret = -errno;
 		goto err_free;
@@ -544,6 +588,22 @@ static void rsx_ready_drain(int fd)
 		;
 }
 
+/* x unwritable: a datagram that y keeps (a named x has no peer to send to). */
+static void rsx_ready_block(const struct rsx_ready *r, const void *b,
+			    size_t len)
+{
+	struct sockaddr_un a;
+	socklen_t alen;
+
+	if (!r->xtok) {
+		rsx_libc.send(r->x, b, len, MSG_DONTWAIT);
+		return;
+	}
+	alen = rsx_shm_wake_addr(r->xtok, 'y', &a);
+	rsx_libc.sendto(r->x, b, len, MSG_DONTWAIT, (struct sockaddr *)&a,
+			alen);
+}
+
 /* Under s->lock: make x show st. */
 void rsx_ready_show(struct rsx_sock *s, const struct rsx_ready_state *st)
 {
@@ -557,20 +617,71 @@ void rsx_ready_show(struct rsx_sock *s, const struct rsx_ready_state *st)
 		rsx_libc.shutdown(r->x, SHUT_RD);
 		r->rdhup = 1;
 	}
-	if (!r->rdhup && st->in != r->in) {
+	if (!r->rdhup && (st->in != r->in || r->unsure)) {
 		if (st->in)
 			rsx_libc.send(r->y, "", 1, MSG_DONTWAIT);
 		else
 			rsx_ready_drain(r->x);
 		r->in = st->in;
+		r->unsure = 0;
 	}
 	if (st->out == r->blocked) {
 		if (st->out)
 			rsx_ready_drain(r->y);
 		else
-			rsx_libc.send(r->x, block, sizeof(block), MSG_DONTWAIT);
+			rsx_ready_block(r, block, sizeof(block));
 		r->blocked = !st->out;
 	}
+}
+
+/*
+ * s's stand-in for its peer to wake directly, or 0 (ready.h): one that
+ * the peer's process can reach, that the program waits on in epoll sets
+ * only (not in a poll, whose wish rsockx does not keep), for input only
+ * (room to write comes with the peer's credits, which only the watcher
+ * hears of then), on a non-blocking socket, whose reader takes a wake
+ * that finds nothing for EAGAIN.
+ */
+uint64_t rsx_ready_direct(const struct rsx_sock *s)
+{
+	const struct rsx_ready *r = s->rdy;
+	unsigned int i;
+
+	if (!r || !r->xtok || !r->swapped || !s->nepreg || r->rdhup ||
+	    r->polled ||
+	    atomic_load_explicit(&s->evented, memory_order_relaxed) ||
+	    !atomic_load_explicit(&s->nonblock, memory_order_relaxed) ||
+	    atomic_load_explicit(&s->pollers, memory_order_relaxed))
+		return 0;
+	for (i = 0; i < s->nepreg; i++)
+		if ((s->epreg[i].events & (EPOLLIN | EPOLLOUT)) != EPOLLIN)
+			return 0;
+	return r->xtok;
+}
+
+/* The peer woke x since we last looked: x shows what it shows no more. */
+void rsx_ready_woken(struct rsx_sock *s)
+{
+	struct rsx_ready *r = s->rdy;
+	uint32_t w;
+
+	if (!r->xtok)
+		return;
+	w = rsx_conn_woken(s->conn);
+	if (w != r->woken) {
+		r->woken = w;
+		r->unsure = 1;
+	}
+}
+
+/*
+ * A read found nothing: whatever woke the program must go from x (any
+ * process may send to it, a late wake of the peer too).
+ */
+void rsx_ready_recheck(struct rsx_sock *s)
+{
+	if (s->rdy && s->rdy->xtok)
+		s->rdy->unsure = 1;
 }
 
 /*
@@ -757,6 +868,8 @@ int rsx_ready_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	ret = rsx_libc.epoll_ctl(epfd, op, target, ev) ? -errno : 0;
 	if (!ret)
 		rsx_epreg_note(s, epfd, op, fd, ev);
+	if (s->conn && s->conn->armed_x)
+		rsx_sock_ready_sync(s);	/* the wake may have to go elsewhere */
 out:
 	rsx_sock_unlock(s);
 	rsx_sock_put(s);
@@ -785,8 +898,10 @@ static int rsx_poll_fd(int fd, uint32_t *gen, uint8_t *counted)
 	rsx_sock_forked_use(s);	/* a fork child waits on it: TCP first */
 	if (rsx_sock_ready_wanted(s)) {
 		x = rsx_ready_on(s, fd);
-		if (x >= 0)
+		if (x >= 0) {
+			s->rdy->polled = 1;	/* its events are not kept */
 			rsx_sock_ready_sync(s);
+		}
 		if (!rsx_sock_ready_wanted(s))
 			x = -1;		/* the answer said TCP meanwhile */
 	} else if (rsx_sock_poll_begin(s)) {

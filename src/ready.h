@@ -36,6 +36,16 @@
  * completion channels and TCP ends of these connections and brings x up to
  * date when something arrives; every call that changes a connection does
  * the same on its way out.
+ *
+ * On shared memory, x is not of a socket pair but bound to an abstract
+ * address (rsx_shm_wake_addr: x for x, y for y, with a random xtok), y
+ * connected to it, so that the peer's process can send to x as well: a
+ * program that waits in epoll for input alone, on a non-blocking socket,
+ * is woken by the writer itself (rsx_ready_direct, shm.h), one thread
+ * wakeup where the watcher makes two.  Such a byte is not counted in
+ * "in"; the connection's woken count tells that it came (r->unsure: what
+ * x shows is not known, so it is made so), and a read that finds nothing
+ * takes back whatever another process may have sent.
  */
 struct rsx_ready {
 	int x;			/* what the program's waits see */
@@ -49,7 +59,11 @@ struct rsx_ready {
 	uint8_t swapped;	/* the program's epoll registrations are on x */
 	uint8_t watch_out;	/* the watcher hears of room in TCP, too */
 	uint8_t told;		/* readable, told to an epoll wait, not on x */
+	uint8_t unsure;		/* x may hold bytes not of ours: show anew */
+	uint8_t polled;		/* a poll or select waited on x: no direct */
 	uint32_t seen;		/* backstop round a program thread looked in */
+	uint32_t woken;		/* the connection's count of direct wakes seen */
+	uint64_t xtok;		/* x's address, which the peer may wake; 0 none */
 };
 
 /* What a connection looks like to a waiter (upgrade.c computes it). */
@@ -61,6 +75,9 @@ int rsx_ready_on(struct rsx_sock *s, int fd);
 void rsx_ready_off(struct rsx_sock *s, int restore);
 void rsx_ready_quiesce(struct rsx_sock *s);
 void rsx_ready_show(struct rsx_sock *s, const struct rsx_ready_state *st);
+uint64_t rsx_ready_direct(const struct rsx_sock *s);
+void rsx_ready_woken(struct rsx_sock *s);
+void rsx_ready_recheck(struct rsx_sock *s);
 void rsx_ready_watch_out(struct rsx_sock *s);
 int rsx_ready_swap(struct rsx_sock *s);
 void rsx_ready_forget_fd(struct rsx_sock *s, int fd);

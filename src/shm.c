@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,7 @@
 #include "libc.h"
 #include "log.h"
 #include "shm.h"
+#include "stats.h"
 
 #define RSX_SHM_SEALS	(F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 
@@ -206,6 +209,65 @@ static int rsx_shm_connect(struct rsx_conn *c, const struct rsx_hello *peer)
 	return 0;
 }
 
+socklen_t rsx_shm_wake_addr(uint64_t xtok, char end, struct sockaddr_un *a)
+{
+	int n;
+
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	/* abstract: sun_path[0] stays 0, the name has no terminator */
+	n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1,
+		     "rsockx-%c:%016llx", end, (unsigned long long)xtok);
+	return offsetof(struct sockaddr_un, sun_path) + 1 + n;
+}
+
+/*
+ * The process's one socket for waking peers' stand-ins: unbound, so it
+ * may send to any of them; made once, kept for the life of the process
+ * (a fork child shares it, which sendto allows).
+ */
+static _Atomic int rsx_shm_waker = -1;
+
+static int rsx_shm_waker_fd(void)
+{
+	int fd = atomic_load_explicit(&rsx_shm_waker, memory_order_acquire),
+	    expect = -1;
+
+	if (fd >= 0)
+		return fd;
+	fd = rsx_fd_hide(rsx_libc.socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK |
+					 SOCK_CLOEXEC, 0));
+	if (fd < 0)
+		return -1;
+	if (!atomic_compare_exchange_strong(&rsx_shm_waker, &expect, fd)) {
+		rsx_fd_private_close(fd);	/* another thread's won */
+		fd = expect;
+	}
+	return fd;
+}
+
+/*
+ * One byte into the reader's stand-in (xtok, from its memory, so any
+ * value: the address is of our making, the byte a hint).  0 when it is
+ * there: a full stand-in (EAGAIN) is readable already.
+ */
+static int rsx_shm_wake_x(uint64_t xtok)
+{
+	struct sockaddr_un a;
+	socklen_t len = rsx_shm_wake_addr(xtok, 'x', &a);
+	int fd = rsx_shm_waker_fd();
+
+	if (fd < 0)
+		return -1;
+	if (rsx_libc.sendto(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL,
+			    (struct sockaddr *)&a, len) == 1 ||
+	    errno == EAGAIN)
+		return 0;
+	rsx_dbg("shm: wake of stand-in %016llx: %s",
+		(unsigned long long)xtok, strerror(errno));
+	return -1;
+}
+
 /*
  * A message: its bytes are in the peer's memory already (the stage is
  * its ring, ctrl_out its control area); the immediate, the count, the
@@ -217,6 +279,7 @@ static int rsx_shm_post(struct rsx_conn *c, uint64_t roff, const void *src,
 	struct rsx_shm_q *q = c->shm_txq;
 	uint64_t one = 1;
 	uint32_t n = (uint32_t)c->tx_msgs;	/* counted by the caller */
+	uint32_t armed;
 
 	(void)roff, (void)src, (void)len, (void)signal;
 	c->sq_done = ++c->sq_posted;
@@ -225,9 +288,19 @@ static int rsx_shm_post(struct rsx_conn *c, uint64_t roff, const void *src,
 	__atomic_store_n(&q->prod, n, __ATOMIC_RELEASE);
 	/* against the reader's store of armed and its look at prod */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&q->armed, __ATOMIC_RELAXED) &&
-	    __atomic_exchange_n(&q->armed, 0, __ATOMIC_ACQ_REL) &&
-	    rsx_libc.write(c->shm_peer_evfd, &one, sizeof(one)) < 0)
+	if (!__atomic_load_n(&q->armed, __ATOMIC_RELAXED))
+		return 0;
+	armed = __atomic_exchange_n(&q->armed, 0, __ATOMIC_ACQ_REL);
+	if (!armed)
+		return 0;
+	if (armed == 2 &&
+	    !rsx_shm_wake_x(__atomic_load_n(&q->xtok, __ATOMIC_RELAXED))) {
+		/* after the byte: the reader that sees it may take it back */
+		__atomic_fetch_add(&q->woken, 1, __ATOMIC_RELEASE);
+		rsx_stat_inc(RSX_STAT_shm_direct_wakes);
+		return 0;
+	}
+	if (rsx_libc.write(c->shm_peer_evfd, &one, sizeof(one)) < 0)
 		rsx_dbg("shm: wake: %s", strerror(errno));
 	return 0;
 }
@@ -262,6 +335,10 @@ static int rsx_shm_poll(struct rsx_conn *c)
 	int n, total = 0;
 	uint32_t imm;
 
+	/* a writer took our arm: a wake-up went, or goes, and we arm anew */
+	if (c->armed && c->shm_rxq &&
+	    !__atomic_load_n(&c->shm_rxq->armed, __ATOMIC_RELAXED))
+		c->armed = 0;
 	while (!c->err && !c->peer_down && (n = rsx_shm_next(c, &imm))) {
 		if (n < 0) {
 			rsx_conn_fail(c, n, "message queue overrun");
@@ -273,12 +350,28 @@ static int rsx_shm_poll(struct rsx_conn *c)
 	return total;
 }
 
-/* 0: the next message will signal our eventfd (the caller looks again). */
-static int rsx_shm_arm(struct rsx_conn *c)
+/*
+ * 0: the next message will signal our eventfd, or with xtok our stand-in
+ * (the caller looks again).
+ */
+static int rsx_shm_arm(struct rsx_conn *c, uint64_t xtok)
 {
-	__atomic_store_n(&c->shm_rxq->armed, 1, __ATOMIC_RELAXED);
+	struct rsx_shm_q *q = c->shm_rxq;
+
+	if (xtok) {
+		__atomic_store_n(&q->xtok, xtok, __ATOMIC_RELAXED);
+		__atomic_store_n(&q->armed, 2, __ATOMIC_RELEASE);
+	} else {
+		__atomic_store_n(&q->armed, 1, __ATOMIC_RELAXED);
+	}
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	return 0;
+}
+
+static uint32_t rsx_shm_woken(const struct rsx_conn *c)
+{
+	return c->shm_rxq ? __atomic_load_n(&c->shm_rxq->woken,
+					    __ATOMIC_ACQUIRE) : 0;
 }
 
 static void rsx_shm_event(struct rsx_conn *c)
@@ -366,6 +459,7 @@ const struct rsx_transport rsx_shm_transport = {
 	.ping = rsx_shm_ping,
 	.ping_now = 1,
 	.arm = rsx_shm_arm,
+	.woken = rsx_shm_woken,
 	.event = rsx_shm_event,
 	.channel = rsx_shm_channel,
 	.destroy = rsx_shm_destroy,

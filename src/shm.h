@@ -3,6 +3,8 @@
 #define RSX_SHM_H
 
 #include <stdint.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include "wire.h"
 
@@ -35,6 +37,12 @@ struct rsx_conn;
  * once more; a writer, after prod, takes armed back to 0 and, if it was
  * 1, adds 1 to the reader's eventfd (its "completion channel"), which
  * poll(), epoll and the readiness stand-ins watch as they watch a CQ's.
+ * A reader whose program waits in epoll for input alone stores xtok and
+ * armed = 2 instead: the writer then sends one byte to the reader's
+ * stand-in itself (the abstract Unix address rsx_shm_wake_addr(xtok)),
+ * and counts it in woken once it is there, so that the program's epoll
+ * wakes without a hop through the reader's watcher thread (ready.h).  A
+ * send that fails adds to the eventfd instead.
  *
  * here is 1 from when a side maps the memory until it lets go of it: the
  * ping of conn.h (a peer whose TCP end closed before its cut-over; a
@@ -45,13 +53,25 @@ struct rsx_conn;
 
 struct rsx_shm_q {
 	uint32_t prod;		/* messages the writer has put in */
-	uint32_t armed;		/* the reader sleeps on its eventfd */
+	uint32_t armed;		/* 1: wake the eventfd; 2: the stand-in */
 	uint32_t here;		/* the reader has the memory mapped */
-	uint32_t pad[13];
+	uint32_t woken;		/* bytes sent to the stand-in, after each */
+	uint64_t xtok;		/* the reader's stand-in's name (armed 2) */
+	uint32_t pad[10];
 	uint32_t imm[RSX_SHM_DEPTH];
 };
 
+_Static_assert(sizeof(struct rsx_shm_q) == 64 + 4 * RSX_SHM_DEPTH,
+	       "the queue's header is one cache line");
+
 /* A connection on the shared-memory transport (transport.h), no memory yet. */
 int rsx_shm_create(uint32_t ring_size, struct rsx_conn **out);
+
+/*
+ * The abstract Unix address of a stand-in that the writers of its
+ * connection wake directly ("\0rsockx-x:" and xtok in hex), and of its
+ * other end (y).  Returns the address's length.
+ */
+socklen_t rsx_shm_wake_addr(uint64_t xtok, char end, struct sockaddr_un *a);
 
 #endif

@@ -35,7 +35,10 @@ struct rsx_conn;
  *   ping_now   ping answers at once, and nothing fails by itself later
  *              (shared memory): a sleeper that waits on its verdict asks
  *              again (rsx_conn_gone_look)
- *   arm        asks for a wake-up on the channel; 0: none can be missed
+ *   arm        asks for a wake-up on the channel; 0: none can be missed.
+ *              xtok non-zero: on the readiness stand-in of that name
+ *              instead, where the transport can (shared memory, shm.h)
+ *   woken      wake-ups sent to the stand-in so far (NULL: never any)
  *   event      consumes a wake-up of the channel
  *   channel    the descriptor that poll() and epoll watch
  *   destroy    frees it all, the rsx_conn too
@@ -53,7 +56,8 @@ struct rsx_transport {
 	int (*repost)(struct rsx_conn *c, uint32_t n);
 	int (*ping)(struct rsx_conn *c);
 	uint8_t ping_now;
-	int (*arm)(struct rsx_conn *c);
+	int (*arm)(struct rsx_conn *c, uint64_t xtok);
+	uint32_t (*woken)(const struct rsx_conn *c);
 	void (*event)(struct rsx_conn *c);
 	int (*channel)(const struct rsx_conn *c);
 	void (*destroy)(struct rsx_conn *c);

@@ -933,8 +933,11 @@ out:
 	fd = rsx_sfd(s, fd);
 	if (s->state == RSX_ST_UPGRADED && s->conn->peer_down)
 		rsx_down_settle(s, fd);
-	if (unlikely(s->rdy))
+	if (unlikely(s->rdy)) {
+		if (ret == -EAGAIN && !send)
+			rsx_ready_recheck(s);
 		rsx_sock_ready_sync(s);
+	}
 	rsx_sock_unlock(s);
 	rsx_sock_put(s);
 	return ret;
@@ -1002,6 +1005,18 @@ int rsx_sock_ready_wanted(const struct rsx_sock *s)
 			   s->state == RSX_ST_CLIENT_HELLO);
 }
 
+/*
+ * Is s's connection to be armed now?  When it is not and a thread sleeps
+ * (rsx_ready_arm_now), and when it is on the stand-in where the peer may
+ * no longer wake it (the program's wish changed: rsx_ready_direct).
+ */
+static int rsx_sock_arm_wanted(struct rsx_sock *s)
+{
+	if (s->conn->armed)
+		return s->conn->armed_x && !rsx_ready_direct(s);
+	return rsx_ready_arm_now();
+}
+
 void rsx_sock_ready_sync(struct rsx_sock *s)
 {
 	static const struct rsx_ready_state waiting = { .out = 1 };
@@ -1024,8 +1039,8 @@ void rsx_sock_ready_sync(struct rsx_sock *s)
 		return;
 	}
 	rsx_progress(s, s->rdy->tcp);
-	if (c->qp_ready && !c->armed && !c->err && rsx_ready_arm_now() &&
-	    !rsx_conn_arm(c))
+	if (c->qp_ready && !c->err && rsx_sock_arm_wanted(s) &&
+	    !rsx_conn_arm_to(c, rsx_ready_direct(s)))
 		rsx_progress(s, s->rdy->tcp);
 	if (c->peer_down) {
 		if (rsx_down_settle(s, s->rdy->tcp))
@@ -1033,6 +1048,7 @@ void rsx_sock_ready_sync(struct rsx_sock *s)
 		/* the watcher hears of TCP room from now on */
 		rsx_ready_watch_out(s);
 	}
+	rsx_ready_woken(s);
 	rsx_ready_state(s, &st);
 	rsx_ready_show_sync(s, &st);
 }
@@ -1085,7 +1101,7 @@ int rsx_sock_ready_arm(struct rsx_sock *s, int recent)
 		return 0;
 	if (recent)
 		return 1;
-	if (rsx_conn_arm(c))
+	if (rsx_conn_arm_to(c, rsx_ready_direct(s)))
 		return 0;
 	rsx_stat_inc(RSX_STAT_ready_backstops);
 	rsx_sock_ready_sync(s);		/* what came before the arm */

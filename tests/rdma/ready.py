@@ -35,6 +35,12 @@ last; anything else is a failure (exit status 1).  Scenarios:
   lowat     client: SO_RCVLOWAT on an upgraded socket: poll() and epoll
             report it readable only with that many bytes in, a blocking
             recv() waits for them, a non-blocking one takes what is there
+  direct    server: level-triggered epoll for input on a non-blocking
+            socket, echo, and a count of wakes that found nothing to read
+            ("spurious N" in its last line but one); client: 64-byte
+            ping-pongs, then bytes of its own sent to the server's
+            stand-ins (another process may send to them: a wake that
+            finds nothing must not make the server spin), ping-pongs again
 """
 import asyncio
 import errno
@@ -535,6 +541,90 @@ def connect_hello(host, port, who):
     return s
 
 
+# direct ------------------------------------------------------------------
+DIRECT_ROUNDS = 2000
+DIRECT_HOSTILE = 200
+
+
+def direct_server(ls):
+    conn, _ = ls.accept()
+    conn.sendall(str(os.getpid()).encode().ljust(16))
+    conn.setblocking(False)
+    ep = select.epoll()
+    ep.register(conn, select.EPOLLIN)
+    spurious = 0
+    while True:
+        if not ep.poll(30):
+            fail("direct server: no event in 30 s")
+        try:
+            b = conn.recv(65536)
+        except BlockingIOError:
+            spurious += 1
+            continue
+        if not b:
+            break
+        while b:
+            try:
+                b = b[conn.send(b):]
+            except BlockingIOError:
+                select.select([], [conn], [], 5)
+    print("spurious %d" % spurious, flush=True)
+
+
+def stand_ins(pid):
+    """The abstract names of the stand-ins that pid's process holds."""
+    mine = set()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            mine.add(link[8:-1])
+    names = []
+    with open("/proc/net/unix") as f:
+        for line in f:
+            w = line.split()
+            if len(w) >= 8 and w[6] in mine and \
+                    w[7].startswith("@rsockx-x:"):
+                names.append(w[7][1:])
+    return names
+
+
+def direct_client(host, port):
+    s = connect(host, port)
+    pid = int(s.recv(16, socket.MSG_WAITALL))
+    time.sleep(0.5)     # the out-of-band upgrade lands
+    rnd = random.Random(7)
+    for phase in range(2):
+        for _ in range(DIRECT_ROUNDS // 2):
+            m = rnd.randbytes(64)
+            s.sendall(m)
+            if s.recv(64, socket.MSG_WAITALL) != m:
+                fail("direct client: echo differs")
+        if phase:
+            break
+        names = stand_ins(pid)
+        if not names:
+            fail("direct client: the server has no stand-in to reach")
+        u = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sent = 0
+        for _ in range(DIRECT_HOSTILE):
+            for n in names:
+                try:
+                    sent += u.sendto(b"!", socket.MSG_DONTWAIT, b"\0" + n.encode())
+                except BlockingIOError:
+                    pass
+            time.sleep(0.002)
+        u.close()
+        print("hostile %d bytes to %d stand-in(s)" % (sent, len(names)),
+              flush=True)
+        if not sent:
+            fail("direct client: no byte reached a stand-in")
+        time.sleep(0.3)
+    s.close()
+
+
 # timing ------------------------------------------------------------------
 def timing_server(ls):
     conn = accept_hello(ls, "timing")
@@ -890,7 +980,8 @@ def main():
              "signal": lambda ls: late_server(ls, "signal", 7),
              "waiter": lambda ls: late_server(ls, "waiter", 4),
              "waiterspin": lambda ls: late_server(ls, "waiterspin", 4),
-             "raw": lambda ls: late_server(ls, "raw", 1)}[scen](ls)
+             "raw": lambda ls: late_server(ls, "raw", 1),
+             "direct": direct_server}[scen](ls)
     else:
         if scen == "asyncio":
             asyncio.run(aecho_client(host, port, seed))
@@ -917,6 +1008,8 @@ def main():
             waiter_client(host, port, scen, scen == "waiterspin")
         elif scen == "raw":
             raw_client(host, port)
+        elif scen == "direct":
+            direct_client(host, port)
         else:
             timing_client(host, port)
     print("ready.py: ok %s %s" % (scen, role), flush=True)
