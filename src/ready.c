@@ -637,10 +637,11 @@ void rsx_ready_show(struct rsx_sock *s, const struct rsx_ready_state *st)
 /*
  * s's stand-in for its peer to wake directly, or 0 (ready.h): one that
  * the peer's process can reach, that the program waits on in epoll sets
- * only (not in a poll, whose wish rsockx does not keep), for input only
- * (room to write comes with the peer's credits, which only the watcher
- * hears of then), on a non-blocking socket, whose reader takes a wake
- * that finds nothing for EAGAIN.
+ * only (not in a poll, whose wish rsockx does not keep), for input, and
+ * for output only while x shows writable (room to write comes back with
+ * the peer's credits, which must then reach the watcher), on a
+ * non-blocking socket, whose reader takes a wake that finds nothing for
+ * EAGAIN.
  */
 uint64_t rsx_ready_direct(const struct rsx_sock *s)
 {
@@ -654,7 +655,8 @@ uint64_t rsx_ready_direct(const struct rsx_sock *s)
 	    atomic_load_explicit(&s->pollers, memory_order_relaxed))
 		return 0;
 	for (i = 0; i < s->nepreg; i++)
-		if ((s->epreg[i].events & (EPOLLIN | EPOLLOUT)) != EPOLLIN)
+		if (!(s->epreg[i].events & EPOLLIN) ||
+		    ((s->epreg[i].events & EPOLLOUT) && r->blocked))
 			return 0;
 	return r->xtok;
 }

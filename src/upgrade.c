@@ -1038,19 +1038,30 @@ void rsx_sock_ready_sync(struct rsx_sock *s)
 			rsx_ready_show(s, &waiting);
 		return;
 	}
-	rsx_progress(s, s->rdy->tcp);
-	if (c->qp_ready && !c->err && rsx_sock_arm_wanted(s) &&
-	    !rsx_conn_arm_to(c, rsx_ready_direct(s)))
+	for (;;) {
 		rsx_progress(s, s->rdy->tcp);
-	if (c->peer_down) {
-		if (rsx_down_settle(s, s->rdy->tcp))
+		if (c->qp_ready && !c->err && rsx_sock_arm_wanted(s) &&
+		    !rsx_conn_arm_to(c, rsx_ready_direct(s)))
+			rsx_progress(s, s->rdy->tcp);
+		if (c->peer_down) {
+			if (rsx_down_settle(s, s->rdy->tcp))
+				return;
+			/* the watcher hears of TCP room from now on */
+			rsx_ready_watch_out(s);
+		}
+		rsx_ready_woken(s);
+		rsx_ready_state(s, &st);
+		rsx_ready_show_sync(s, &st);
+		/*
+		 * x has just gone unwritable while the peer wakes it itself:
+		 * the credits that make it writable again must reach the
+		 * watcher, so the connection is armed anew, and looked at
+		 * once more for what came before.
+		 */
+		if (likely(!c->armed_x) || !c->armed || rsx_ready_direct(s) ||
+		    !s->rdy)
 			return;
-		/* the watcher hears of TCP room from now on */
-		rsx_ready_watch_out(s);
 	}
-	rsx_ready_woken(s);
-	rsx_ready_state(s, &st);
-	rsx_ready_show_sync(s, &st);
 }
 
 /* A thread asleep in rsx_sleep() may have lost its completions to us. */

@@ -5,7 +5,9 @@
  * both rings, mapped, with the input playing a hostile client that may
  * store anything, at any moment, into the half it can write: our ring, the
  * control area the protocol reads credits and cut-over from, and our
- * message queue (its count, its immediates, the armed and here words).
+ * message queue (its count, its immediates, the armed, here and woken
+ * words); and into its own queue's armed word and stand-in name, which
+ * our messages then wake.
  * Between its stores, the input drives our side through rsx_conn_poll(),
  * rsx_conn_read(), rsx_conn_write(), rsx_conn_cutover(), rsx_conn_fin()
  * and rsx_conn_downgrade().
@@ -177,8 +179,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			rsx_conn_fin(c);
 			break;
 		default:
-			/* the client lets go of the memory, or takes it back */
+			/*
+			 * the client lets go of the memory, or takes it back;
+			 * it asks for its wake-ups anyhow (armed 2: on a
+			 * stand-in of any name), and moves our count of them
+			 */
 			c->shm_txq->here = take(&in, 1) & 1;
+			c->shm_txq->xtok = take(&in, 8);
+			__atomic_store_n(&c->shm_txq->armed, take(&in, 1) % 3,
+					 __ATOMIC_RELEASE);
+			c->shm_rxq->woken = take(&in, 4);
 			if (take(&in, 1) & 1)
 				rsx_conn_downgrade(c);
 			break;
