@@ -249,7 +249,9 @@ static int rsx_shm_waker_fd(void)
 /*
  * One byte into the reader's stand-in (xtok, from its memory, so any
  * value: the address is of our making, the byte a hint).  0 when it is
- * there: a full stand-in (EAGAIN) is readable already.
+ * there.  EAGAIN is a full stand-in, or our own send buffer full of
+ * bytes that other stand-ins have not taken yet: the two look alike, so
+ * the eventfd wakes the reader then.
  */
 static int rsx_shm_wake_x(uint64_t xtok)
 {
@@ -260,8 +262,7 @@ static int rsx_shm_wake_x(uint64_t xtok)
 	if (fd < 0)
 		return -1;
 	if (rsx_libc.sendto(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL,
-			    (struct sockaddr *)&a, len) == 1 ||
-	    errno == EAGAIN)
+			    (struct sockaddr *)&a, len) == 1)
 		return 0;
 	rsx_dbg("shm: wake of stand-in %016llx: %s",
 		(unsigned long long)xtok, strerror(errno));

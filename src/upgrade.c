@@ -1022,6 +1022,7 @@ void rsx_sock_ready_sync(struct rsx_sock *s)
 	static const struct rsx_ready_state waiting = { .out = 1 };
 	struct rsx_conn *c = s->conn;
 	struct rsx_ready_state st;
+	int pass;
 
 	if (likely(!s->rdy) || !rsx_sock_ready_wanted(s))
 		return;
@@ -1038,7 +1039,7 @@ void rsx_sock_ready_sync(struct rsx_sock *s)
 			rsx_ready_show(s, &waiting);
 		return;
 	}
-	for (;;) {
+	for (pass = 0;; pass++) {
 		rsx_progress(s, s->rdy->tcp);
 		if (c->qp_ready && !c->err && rsx_sock_arm_wanted(s) &&
 		    !rsx_conn_arm_to(c, rsx_ready_direct(s)))
@@ -1055,11 +1056,14 @@ void rsx_sock_ready_sync(struct rsx_sock *s)
 		/*
 		 * x has just gone unwritable while the peer wakes it itself:
 		 * the credits that make it writable again must reach the
-		 * watcher, so the connection is armed anew, and looked at
-		 * once more for what came before.
+		 * watcher, so the connection is armed anew (the next pass
+		 * does that), and looked at once more for what came before.
+		 * Once: a broken connection is never armed again (a loop
+		 * until it was spun redis-server's watcher at 100 % CPU once
+		 * its client had gone), and nothing comes to it.
 		 */
-		if (likely(!c->armed_x) || !c->armed || rsx_ready_direct(s) ||
-		    !s->rdy)
+		if (likely(!c->armed_x) || pass || !c->armed || c->err ||
+		    !c->qp_ready || !s->rdy || rsx_ready_direct(s))
 			return;
 	}
 }
