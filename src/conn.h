@@ -106,8 +106,17 @@ struct rsx_conn {
 	const struct rsx_transport *tp;	/* RDMA or shared memory */
 	/* the RDMA transport's (rdma.h) */
 	struct rsx_dev *dev;
-	struct ibv_comp_channel *chan;
+	struct ibv_comp_channel *chan;	/* own; NULL: the device's */
 	struct ibv_cq *cq;
+	/*
+	 * On the device's channel (rsx_dev_chan): set by the thread that
+	 * takes this CQ's event off it (rsx_rdma_chan_drain), under
+	 * rsx_cq_lock and without our socket's lock, which then kicks
+	 * kick_fd and gives watch_key to the readiness watcher.  Folded into
+	 * armed by the owner (__atomic).
+	 */
+	int cq_fired;
+	uint64_t watch_key;	/* the watcher's for our CQ; 0: unwatched */
 	struct ibv_pd *pd;		/* this connection's alone */
 	struct ibv_qp *qp;
 	struct ibv_mr *ring_mr;		/* the peer's grant: this ring only */

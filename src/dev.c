@@ -17,6 +17,7 @@
 
 #include "conn.h"
 #include "dev.h"
+#include "fdtab.h"
 #include "guard.h"
 #include "libc.h"
 #include "log.h"
@@ -346,6 +347,63 @@ int rsx_dev_async_fd(const struct rsx_dev *dev)
 	return atomic_load(&dev->async_dead) ? -1 : dev->ctx->async_fd;
 }
 
+/*
+ * The completion channel of dev's device, made with the first queue pair
+ * that reports there: those of non-blocking sockets (rsx_rdma_create()).
+ * A channel each was a descriptor and an epoll registration of the
+ * watcher per connection (issue 20, item 7); this one is drained by the
+ * watcher for all of them (rsx_dev_chan_all()).  NULL when none can be
+ * made.
+ */
+struct ibv_comp_channel *rsx_dev_chan(struct rsx_dev *dev)
+{
+	struct ibv_comp_channel *ch = atomic_load(&dev->chan);
+	int i;
+
+	if (likely(ch))
+		return ch;
+	pthread_mutex_lock(&rsx_dev_lock);
+	ch = atomic_load(&dev->chan);
+	if (!ch) {
+		rsx_guard_enter();
+		ch = rsx_ibv.create_comp_channel(dev->ctx);
+		rsx_guard_leave();
+	}
+	if (ch && !atomic_load(&dev->chan)) {
+		ch->fd = rsx_fd_hide(ch->fd);
+		/* drained without blocking, as the async events are */
+		rsx_libc.fcntl(ch->fd, F_SETFL,
+			       rsx_libc.fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
+		for (i = 0; i < rsx_ndevs; i++)
+			if (rsx_devs[i].ctx == dev->ctx)
+				atomic_store(&rsx_devs[i].chan, ch);
+	}
+	pthread_mutex_unlock(&rsx_dev_lock);
+	return ch;
+}
+
+/*
+ * Takes every completion event off the devices' channels: each wakes its
+ * connection's sleeper (rsx_rdma_chan_drain()).  Fills keys with those of
+ * the readiness watcher's connections that had one, up to max (the rest
+ * stay for the next round: the channel stays readable).  Returns how
+ * many.
+ */
+int rsx_dev_chan_all(uint64_t *keys, int max)
+{
+	struct ibv_comp_channel *ch;
+	int i, n = 0;
+
+	if (!atomic_load(&rsx_devs_opened))
+		return 0;
+	for (i = 0; i < rsx_ndevs && n < max; i++) {
+		ch = atomic_load(&rsx_devs[i].chan);
+		if (ch && (!i || ch != atomic_load(&rsx_devs[i - 1].chan)))
+			n += rsx_rdma_chan_drain(ch, keys + n, max - n);
+	}
+	return n;
+}
+
 /* Takes the descriptors of devices whose events cannot be read out of an
  * epoll set (level-triggered, they would wake it for ever). */
 void rsx_dev_unwatch(int epfd)
@@ -387,8 +445,9 @@ static void rsx_dev_port(struct ibv_context *ctx, int port, int down)
  * Soft-RoCE's verbs are write() commands on the device's descriptor, which
  * the kernel refuses (EACCES) from a process with other credentials than
  * the opener's, and a fork child has its own: its connections would fail
- * their first post and stay TCP.  And the parent's event descriptor would
- * be shared, so that a port's event went to one of the two only.  The
+ * their first post and stay TCP.  And the parent's event descriptors would
+ * be shared, so that a port's event, or a completion event on the device's
+ * channel, went to one of the two only.  The
  * child closes its copies of the descriptors (the parent's stay open) and
  * forgets the devices; it opens its own when it first needs one.  The
  * parent's memory, pools and connections remain in the child's copy of
@@ -396,6 +455,7 @@ static void rsx_dev_port(struct ibv_context *ctx, int port, int down)
  */
 void rsx_dev_fork_child(void)
 {
+	struct ibv_comp_channel *chan;
 	struct ibv_context *ctx;
 	int i;
 
@@ -408,6 +468,9 @@ void rsx_dev_fork_child(void)
 			continue;
 		rsx_libc.close(ctx->async_fd);
 		rsx_libc.close(ctx->cmd_fd);
+		chan = atomic_load(&rsx_devs[i].chan);
+		if (chan)
+			rsx_fd_private_close(chan->fd);
 	}
 	memset(rsx_devs, 0, sizeof(rsx_devs));
 	rsx_ndevs = 0;

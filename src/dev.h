@@ -30,12 +30,17 @@ struct rsx_dev {
 	/* the port is down: from its state at open, then its async events */
 	_Atomic int down;
 	uint32_t watch_epoch;	/* async fd in that watcher's set (ready.c) */
+	/* the completion channel of every CQ on the device (rsx_dev_chan) */
+	_Atomic(struct ibv_comp_channel *) chan;
+	_Atomic uint32_t chan_epoch;	/* chan in that watcher's set */
 	_Atomic int async_dead;	/* its events cannot be read: not polled */
 };
 
 int rsx_dev_prepare(void);
 int rsx_dev_find(const struct sockaddr *local, struct rsx_dev **out);
 int rsx_dev_async_fd(const struct rsx_dev *dev);
+struct ibv_comp_channel *rsx_dev_chan(struct rsx_dev *dev);
+int rsx_dev_chan_all(uint64_t *keys, int max);
 void rsx_dev_async_all(void);
 void rsx_dev_unwatch(int epfd);
 void rsx_dev_fork_child(void);

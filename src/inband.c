@@ -69,7 +69,8 @@ int rsx_client_start(struct rsx_sock *s, int fd, int nonblock)
 			rsx_to_tcp(s, RSX_STAT_fallback_nodev);
 			return 0;
 		}
-		ret = rsx_rdma_create(dev, rsx_config.ring_size, &s->conn);
+		ret = rsx_rdma_create(dev, rsx_config.ring_size,
+				      atomic_load(&s->nonblock), &s->conn);
 		if (ret) {
 			rsx_to_tcp(s, rsx_fallback_of(ret));
 			return 0;
@@ -268,7 +269,8 @@ int rsx_server_conn(struct rsx_sock *s, int fd, const struct rsx_hello *hello,
 		*stat = RSX_STAT_fallback_nodev;
 		return RSX_NAK_NODEV;
 	} else {
-		ret = rsx_rdma_create(dev, rsx_config.ring_size, &s->conn);
+		ret = rsx_rdma_create(dev, rsx_config.ring_size,
+				      atomic_load(&s->nonblock), &s->conn);
 	}
 	if (ret) {
 		*stat = rsx_fallback_of(ret);

@@ -539,7 +539,8 @@ int rsx_sock_oob_start(struct rsx_sock *s, int fd, int yes,
 		ret = -ENODEV;
 		goto out;
 	} else {
-		ret = rsx_rdma_create(dev, rsx_config.ring_size, &s->conn);
+		ret = rsx_rdma_create(dev, rsx_config.ring_size,
+				      atomic_load(&s->nonblock), &s->conn);
 	}
 	if (ret) {
 		rsx_to_tcp(s, rsx_fallback_of(ret));

@@ -77,6 +77,7 @@ static RSX_TLS int rsx_watch_self;
 static int rsx_watch_kick_fd = -1;
 #define RSX_WATCH_KICK_KEY	UINT64_MAX
 #define RSX_WATCH_DEV_KEY	(UINT64_MAX - 1)	/* a device's async fd */
+#define RSX_WATCH_CHAN_KEY	(UINT64_MAX - 2)	/* a device's CQ events */
 #define RSX_WATCH_BACKSTOP_MS	10
 /* Waits spin and arm while the process watches at most this many. */
 #define RSX_SPIN_CONNS_MAX	64
@@ -153,6 +154,17 @@ void rsx_ready_seen(struct rsx_sock *s)
 						    memory_order_relaxed);
 }
 
+/* Some device's channel fired: its connections hear of their CQs. */
+static void rsx_watch_chan(void)
+{
+	uint64_t keys[RSX_WATCH_BATCH];
+	int n, i;
+
+	n = rsx_dev_chan_all(keys, RSX_WATCH_BATCH);
+	for (i = 0; i < n; i++)
+		rsx_watch_one(keys[i], 0);
+}
+
 static void *rsx_watch_thread(void *arg)
 {
 	struct epoll_event ev[RSX_WATCH_BATCH];
@@ -192,6 +204,8 @@ static void *rsx_watch_thread(void *arg)
 				rsx_dev_async_all();
 				if (ev[i].events & (EPOLLERR | EPOLLHUP))
 					rsx_dev_unwatch(rsx_watch_epfd);
+			} else if (ev[i].data.u64 == RSX_WATCH_CHAN_KEY) {
+				rsx_watch_chan();
 			} else {
 				rsx_watch_one(ev[i].data.u64, ev[i].events);
 			}
@@ -254,7 +268,8 @@ static int rsx_watch_start(void)
 	if (ret)
 		goto err_kick;
 	rsx_watch_state = 1;
-	rsx_watch_epoch++;	/* devices join its set anew (a fork child's) */
+	/* devices join its set anew (a fork child's) */
+	__atomic_add_fetch(&rsx_watch_epoch, 1, __ATOMIC_SEQ_CST);
 	return 0;
 
 err_kick:
@@ -319,6 +334,60 @@ void rsx_ready_watch_out(struct rsx_sock *s)
 	pthread_mutex_unlock(&rsx_watch_lock);
 }
 
+/*
+ * Under rsx_watch_lock, the watcher started: dev's channel is in its set
+ * (once per device and watcher).  Devices that share a context share the
+ * channel (EEXIST).
+ */
+static int rsx_watch_chan_add(struct rsx_dev *dev)
+{
+	struct epoll_event ev = { .events = EPOLLIN,
+				  .data.u64 = RSX_WATCH_CHAN_KEY };
+	uint32_t epoch = __atomic_load_n(&rsx_watch_epoch, __ATOMIC_RELAXED);
+	struct ibv_comp_channel *ch = atomic_load(&dev->chan);
+
+	if (atomic_load(&dev->chan_epoch) == epoch)
+		return 0;
+	if (!ch)
+		return -ENODEV;
+	if (rsx_libc.epoll_ctl(rsx_watch_epfd, EPOLL_CTL_ADD, ch->fd, &ev) &&
+	    errno != EEXIST)
+		return -errno;
+	atomic_store(&dev->chan_epoch, epoch);
+	return 0;
+}
+
+/* Under rsx_watch_lock: the watcher no longer hears of c's wake-ups. */
+static void rsx_watch_chan_del(struct rsx_conn *c)
+{
+	if (rsx_conn_chan_fd(c) >= 0)
+		rsx_libc.epoll_ctl(rsx_watch_epfd, EPOLL_CTL_DEL,
+				   rsx_conn_chan_fd(c), NULL);
+	else
+		__atomic_store_n(&c->watch_key, 0, __ATOMIC_SEQ_CST);
+}
+
+/*
+ * A thread is about to sleep on one of dev's connections: the watcher
+ * drains dev's channel, and kicks it for its completions.  0 once it
+ * does; -errno when it cannot (the sleep then looks on its own).
+ */
+int rsx_ready_chan_watch(struct rsx_dev *dev)
+{
+	int ret;
+
+	if (likely(atomic_load(&dev->chan_epoch) ==
+		   __atomic_load_n(&rsx_watch_epoch, __ATOMIC_ACQUIRE) &&
+		   atomic_load(&dev->chan_epoch)))
+		return 0;
+	pthread_mutex_lock(&rsx_watch_lock);
+	ret = rsx_watch_start();
+	if (!ret)
+		ret = rsx_watch_chan_add(dev);
+	pthread_mutex_unlock(&rsx_watch_lock);
+	return ret;
+}
+
 static int rsx_watch_add(struct rsx_sock *s, struct rsx_ready *r)
 {
 	struct epoll_event ev;
@@ -331,12 +400,23 @@ static int rsx_watch_add(struct rsx_sock *s, struct rsx_ready *r)
 	ret = rsx_watch_slot(s, &r->slot);
 	if (ret)
 		goto out;
-	/* the channel level-triggered: an event stays until consumed */
+	/*
+	 * The channel level-triggered: an event stays until consumed.  A
+	 * connection whose CQ reports to its device's channel has none of
+	 * its own: the device's is in the set, and the key we leave in the
+	 * connection comes back with its CQ's event (rsx_watch_chan).
+	 */
 	ev.events = EPOLLIN;
 	ev.data.u64 = rsx_watch_key(r->slot, rsx_watch[r->slot].gen, 0);
-	if (rsx_libc.epoll_ctl(rsx_watch_epfd, EPOLL_CTL_ADD,
-			       rsx_conn_chan_fd(s->conn), &ev))
+	if (rsx_conn_chan_fd(s->conn) < 0) {
+		if (!s->conn->dev || rsx_watch_chan_add(s->conn->dev))
+			goto err_slot;
+		__atomic_store_n(&s->conn->watch_key, ev.data.u64,
+				 __ATOMIC_SEQ_CST);
+	} else if (rsx_libc.epoll_ctl(rsx_watch_epfd, EPOLL_CTL_ADD,
+				      rsx_conn_chan_fd(s->conn), &ev)) {
 		goto err_slot;
+	}
 	/* TCP edge-triggered: bytes before the cut-over, and the end */
 	ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
 	ev.data.u64 = rsx_watch_key(r->slot, rsx_watch[r->slot].gen, 1);
@@ -347,21 +427,23 @@ static int rsx_watch_add(struct rsx_sock *s, struct rsx_ready *r)
 	 * goes down while the program sleeps where only the watcher hears.
 	 * Devices that share a context share the descriptor (EEXIST).
 	 */
-	if (s->conn->dev && s->conn->dev->watch_epoch != rsx_watch_epoch) {
+	if (s->conn->dev && s->conn->dev->watch_epoch !=
+	    __atomic_load_n(&rsx_watch_epoch, __ATOMIC_RELAXED)) {
 		ev.events = EPOLLIN;
 		ev.data.u64 = RSX_WATCH_DEV_KEY;
 		if (!rsx_libc.epoll_ctl(rsx_watch_epfd, EPOLL_CTL_ADD,
 					rsx_dev_async_fd(s->conn->dev), &ev) ||
 		    errno == EEXIST)
-			s->conn->dev->watch_epoch = rsx_watch_epoch;
+			s->conn->dev->watch_epoch =
+				__atomic_load_n(&rsx_watch_epoch,
+						__ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&rsx_watch_lock);
 	return 0;
 
 err_chan:
 	ret = -errno;
-	rsx_libc.epoll_ctl(rsx_watch_epfd, EPOLL_CTL_DEL,
-			   rsx_conn_chan_fd(s->conn), NULL);
+	rsx_watch_chan_del(s->conn);
 	errno = -ret;
 err_slot:
 	ret = -errno;
@@ -541,8 +623,7 @@ void rsx_ready_off(struct rsx_sock *s, int restore)
 	s->rdy = NULL;
 	pthread_mutex_lock(&rsx_watch_lock);
 	if (rsx_watch_epfd >= 0 && s->conn)
-		rsx_libc.epoll_ctl(rsx_watch_epfd, EPOLL_CTL_DEL,
-				   rsx_conn_chan_fd(s->conn), NULL);
+		rsx_watch_chan_del(s->conn);
 	if (rsx_watch_epfd >= 0)
 		rsx_libc.epoll_ctl(rsx_watch_epfd, EPOLL_CTL_DEL, r->tcp, NULL);
 	if (r->slot < rsx_watch_cap && rsx_watch[r->slot].s == s)

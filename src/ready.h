@@ -32,10 +32,11 @@
  * (so edge-triggered, one-shot, exclusive and nested epoll keep the
  * kernel's semantics).  A client waiting for the answer to its HELLO gets
  * x as soon as it sent it: the answer itself must not wake the program,
- * which would find nothing to read (some, like wrk, take that as an error).  One thread per process (the watcher) sleeps on the
- * completion channels and TCP ends of these connections and brings x up to
- * date when something arrives; every call that changes a connection does
- * the same on its way out.
+ * which would find nothing to read (some, like wrk, take that as an
+ * error).  One thread per process (the watcher) sleeps on the completion
+ * channels (one per RDMA device) and TCP ends of these connections and
+ * brings x up to date when something arrives; every call that changes a
+ * connection does the same on its way out.
  *
  * On shared memory, x is not of a socket pair but bound to an abstract
  * address (rsx_shm_wake_addr: x for x, y for y, with a random xtok), y
@@ -79,6 +80,8 @@ uint64_t rsx_ready_direct(const struct rsx_sock *s);
 void rsx_ready_woken(struct rsx_sock *s);
 void rsx_ready_recheck(struct rsx_sock *s);
 void rsx_ready_watch_out(struct rsx_sock *s);
+struct rsx_dev;
+int rsx_ready_chan_watch(struct rsx_dev *dev);
 int rsx_ready_swap(struct rsx_sock *s);
 void rsx_ready_forget_fd(struct rsx_sock *s, int fd);
 void rsx_ready_fork_child(void);

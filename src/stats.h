@@ -92,7 +92,8 @@
 	X(ready_told)		/* arrivals told to an epoll wait, not on x */ \
 	X(oob_again)		/* client: asked again after the peer's DOWNGRADE */ \
 	X(qp_timeouts)		/* connections broken: the peer's device went silent */ \
-	X(shm_direct_wakes)	/* shared memory: peers' stand-ins woken directly */
+	X(shm_direct_wakes)	/* shared memory: peers' stand-ins woken directly */ \
+	X(chan_kicks)		/* sleepers woken from a device's channel */
 
 enum rsx_stat {
 #define RSX_STAT_ENUM(name) RSX_STAT_##name,

@@ -21,6 +21,7 @@
 #include "guard.h"
 #include "libc.h"
 #include "log.h"
+#include "ready.h"
 #include "upgrade-int.h"
 
 /*
@@ -264,6 +265,25 @@ int rsx_sleep(struct rsx_sock *s, int fd, short events, const sigset_t *mask,
 		}
 		return ret;
 	}
+	/*
+	 * The kick before the arm: the completions of an RDMA connection on
+	 * its device's channel reach this sleep through it (the readiness
+	 * watcher drains that channel, rsx_rdma_chan_drain), and one that
+	 * came between the arm and the kick's making would go unheard.
+	 */
+	if (unlikely(c->kick_fd < 0))
+		__atomic_store_n(&c->kick_fd,
+				 rsx_fd_hide(eventfd(0, EFD_NONBLOCK |
+						     EFD_CLOEXEC)),
+				 __ATOMIC_SEQ_CST);
+	/*
+	 * No kick to be had (EMFILE), or no watcher to drain the channel:
+	 * nothing can wake this sleep, which looks again every
+	 * RSX_KICKLESS_MS instead.
+	 */
+	kickless = c->kick_fd < 0 ||
+		   (c->dev && c->qp_ready && rsx_conn_chan_fd(c) < 0 &&
+		    rsx_ready_chan_watch(c->dev));
 	if (c->qp_ready && rsx_conn_arm(c) == 0 && rsx_conn_poll(c) != 0)
 		return 0;	/* something came in meanwhile */
 	look = rsx_conn_gone_look(c) &&
@@ -272,16 +292,9 @@ int rsx_sleep(struct rsx_sock *s, int fd, short events, const sigset_t *mask,
 		timeout = RSX_GONE_LOOK_MS;
 	if (nested)
 		want = c->want;
-	if (unlikely(c->kick_fd < 0)) {
-		c->kick_fd = rsx_fd_hide(eventfd(0, EFD_NONBLOCK |
-						 EFD_CLOEXEC));
-		/* none to be had: no kick can reach this sleep, which looks
-		 * again every RSX_KICKLESS_MS instead (EMFILE) */
-		kickless = c->kick_fd < 0 &&
-			   (timeout < 0 || timeout > RSX_KICKLESS_MS);
-		if (kickless)
-			timeout = RSX_KICKLESS_MS;
-	}
+	kickless = kickless && (timeout < 0 || timeout > RSX_KICKLESS_MS);
+	if (unlikely(kickless))
+		timeout = RSX_KICKLESS_MS;
 	c->polling = 1;
 	c->poller = &rsx_sig_hold;
 	c->want = events;
@@ -289,7 +302,7 @@ int rsx_sleep(struct rsx_sock *s, int fd, short events, const sigset_t *mask,
 	pfd[0].events = c->want;
 	pfd[1].fd = c->kick_fd;
 	pfd[1].events = POLLIN;
-	pfd[2].fd = rsx_conn_chan_fd(c);
+	pfd[2].fd = rsx_conn_chan_fd(c);	/* -1: the device's */
 	pfd[2].events = POLLIN;
 	/* the device's events: a port that goes down (rsx_dev_async_all) */
 	pfd[3].fd = c->dev ? rsx_dev_async_fd(c->dev) : -1;

@@ -15,6 +15,8 @@
 # connection and with all open, and a summary line "many-conns: ...".
 # RSOCKX_VM_MEM sizes the guest (default here 12G: with 16 KiB rings each
 # connection costs about 0.5 MiB on each side, mostly the verbs queues).
+# The server runs with the descriptor limit librsockx(7) tells users to
+# set, 4 per connection plus 1024 (RSOCKX_MANY_SRV_NOFILE overrides it).
 set -uo pipefail
 
 if [ "${RSOCKX_IN_VM:-}" != 1 ]; then
@@ -76,7 +78,9 @@ point() { # NAME: wait until the client reaches NAME (or dies)
 
 port=$(vm_port)
 avail0=$(avail)
-(lib "$dir/sstats" "" "$LOAD" server -l $HOST_B -p "$port" -r "$dir/ready" \
+srv_nofile=${RSOCKX_MANY_SRV_NOFILE:-$((4 * N + 1024))}
+echo "# server fd limit $srv_nofile"
+(ulimit -n "$srv_nofile" && lib "$dir/sstats" "" "$LOAD" server -l $HOST_B -p "$port" -r "$dir/ready" \
 	>"$dir/server" 2>&1) &
 wait_file "$dir/ready" 400 || { echo "many-conns: server did not start"; exit 2; }
 read -r spid <"$dir/ready"

@@ -963,6 +963,33 @@ def raw_client(host, port):
     s.close()
 
 
+# a socket made blocking after its upgrade --------------------------------
+def turned_client(host, port):
+    """Connects in Python's timeout mode (a non-blocking socket, so the
+    connection's completions go to its device's channel), then turns the
+    socket blocking: each recv of the 300 ping-pongs sleeps (the test runs
+    this with RSOCKX_SPIN_US=0) and is woken through the readiness
+    thread's kick (chan_kicks)."""
+    s = connect(host, port)
+    s.sendall(b"x")
+    if s.recv(1) != b"x":
+        fail("turned client: first byte")
+    time.sleep(0.3)             # the upgrade lands before the rounds
+    s.settimeout(None)
+    for i in range(300):
+        msg = (b"%08d" % i) * 8
+        s.sendall(msg)
+        got = b""
+        while len(got) < len(msg):
+            b = s.recv(len(msg) - len(got))
+            if not b:
+                fail("turned client: EOF in round %d" % i)
+            got += b
+        if got != msg:
+            fail("turned client: round %d differs" % i)
+    s.close()
+
+
 def main():
     scen, role, host, port = sys.argv[1:5]
     port = int(port)
@@ -987,7 +1014,7 @@ def main():
              "waiter": lambda ls: late_server(ls, "waiter", 4),
              "waiterspin": lambda ls: late_server(ls, "waiterspin", 4),
              "raw": lambda ls: late_server(ls, "raw", 1),
-             "direct": direct_server}[scen](ls)
+             "direct": direct_server, "turned": blocking_echo}[scen](ls)
     else:
         if scen == "asyncio":
             asyncio.run(aecho_client(host, port, seed))
@@ -1016,6 +1043,8 @@ def main():
             raw_client(host, port)
         elif scen == "direct":
             direct_client(host, port)
+        elif scen == "turned":
+            turned_client(host, port)
         else:
             timing_client(host, port)
     print("ready.py: ok %s %s" % (scen, role), flush=True)

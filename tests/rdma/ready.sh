@@ -83,6 +83,13 @@ ran raw && case $RSOCKX_PRELOAD in
 	check "raw: the watcher armed the CQ the program had left unarmed" \
 		test "$(stat_of "$tmpdir/raw.cstats" ready_backstops)" -ge 1 ;;
 esac
+# A socket turned blocking after its upgrade: its completions go to the
+# device's channel, which the readiness thread drains (issue 20 item 7),
+# and each blocking recv sleeps (no spin) until that thread kicks it.
+scenario turned 100 blocking RSOCKX_SPIN_US=0
+ran turned &&
+	check "turned: the blocking recvs were woken from the device's channel (chan_kicks $(stat_of "$tmpdir/turned.cstats" chan_kicks), 300 round trips)" \
+		test "$(stat_of "$tmpdir/turned.cstats" chan_kicks)" -ge 150
 # A 1 s spin in the client's epoll, poll, select and blocking recv: a
 # signal during it interrupts the wait at once, and data during it ends
 # the wait unslept.  A blocking recv whose signal handlers all have
