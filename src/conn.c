@@ -481,7 +481,7 @@ int rsx_conn_arm_to(struct rsx_conn *c, uint64_t xtok)
 {
 	int ret;
 
-	if (!c->tp->woken)
+	if (!c->tp->woken || c->x_off)
 		xtok = 0;
 	ret = c->tp->arm(c, xtok);
 	c->armed = !ret;
@@ -494,7 +494,23 @@ int rsx_conn_arm(struct rsx_conn *c)
 	return rsx_conn_arm_to(c, 0);
 }
 
-uint32_t rsx_conn_woken(const struct rsx_conn *c)
+/*
+ * Takes back an arm on the readiness stand-in, so that no writer takes it
+ * for bytes that the program has read already: its wake-up would land in x
+ * after x was made to show what is left, readable with nothing to read,
+ * which some programs (wrk) take for an error.  1 when there was one: the
+ * caller arms anew once it has looked for what came meanwhile.
+ */
+int rsx_conn_disarm_x(struct rsx_conn *c)
+{
+	if (likely(!c->armed_x) || !c->armed || !c->tp->disarm)
+		return 0;
+	c->tp->disarm(c);
+	c->armed = 0;
+	return 1;
+}
+
+uint32_t rsx_conn_woken(struct rsx_conn *c)
 {
 	return c->tp->woken ? c->tp->woken(c) : 0;
 }

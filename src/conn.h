@@ -174,6 +174,7 @@ struct rsx_conn {
 	uint8_t err_reported;	/* a send has returned err once */
 	uint8_t armed;		/* the CQ will raise an event (not consumed) */
 	uint8_t armed_x;	/* ... on the readiness stand-in (transport.h) */
+	uint8_t x_off;		/* ... never again: the peer did not count */
 	uint8_t peer_down;	/* the peer's DOWNGRADE arrived: no more QP */
 	uint8_t down_sent;	/* we sent our DOWNGRADE: no more QP */
 	uint8_t down_shut;	/* our FIN went again, as TCP's shutdown */
@@ -200,6 +201,8 @@ struct rsx_conn {
 	size_t shm_map_len;
 	struct rsx_shm_q *shm_rxq;	/* written by the peer */
 	struct rsx_shm_q *shm_txq;	/* the peer's, which we write */
+	uint32_t shm_takes;	/* arms on x that writers took (shm.h) */
+	uint32_t shm_lost;	/* ... that we stopped waiting for */
 };
 
 /* For logs: the QP's number; 0 for a shared-memory connection. */
@@ -244,7 +247,8 @@ int rsx_conn_downgrade(struct rsx_conn *c);
 int rsx_conn_wait_sent(struct rsx_conn *c, uint64_t wr, int timeout_ms);
 int rsx_conn_arm(struct rsx_conn *c);
 int rsx_conn_arm_to(struct rsx_conn *c, uint64_t xtok);
-uint32_t rsx_conn_woken(const struct rsx_conn *c);
+int rsx_conn_disarm_x(struct rsx_conn *c);
+uint32_t rsx_conn_woken(struct rsx_conn *c);
 void rsx_conn_event(struct rsx_conn *c);
 int rsx_conn_chan_fd(const struct rsx_conn *c);
 int rsx_conn_nap(struct rsx_conn *c, uint32_t gen,

@@ -38,11 +38,29 @@ struct rsx_conn;
  * 1, adds 1 to the reader's eventfd (its "completion channel"), which
  * poll(), epoll and the readiness stand-ins watch as they watch a CQ's.
  * A reader whose program waits in epoll for input alone stores xtok and
- * armed = 2 instead: the writer then sends one byte to the reader's
- * stand-in itself (the abstract Unix address rsx_shm_wake_addr(xtok)),
- * and counts it in woken once it is there, so that the program's epoll
- * wakes without a hop through the reader's watcher thread (ready.h).  A
- * send that fails adds to the eventfd instead.
+ * armed = RSX_SHM_ARM_X | the count of messages it has taken in (31
+ * bits) instead: the writer then sends one byte to the reader's stand-in
+ * itself (the abstract Unix address rsx_shm_wake_addr(xtok)), and counts
+ * it in woken once it is there, so that the program's epoll wakes without
+ * a hop through the reader's watcher thread (ready.h).  A send that fails
+ * adds to the eventfd instead, and is counted all the same.
+ *
+ * Such a byte must never land in the stand-in after the program read the
+ * bytes it was for: x would show readable with nothing to read, which
+ * some programs take for an error (wrk: a read() of -1 after epoll said
+ * readable, and it reconnects).  So the reader takes its arm back (an
+ * exchange) at every sync and arms anew, waits until woken has caught up
+ * with the arms it saw taken before it makes x show what is left, and a
+ * writer takes an arm (compare and exchange) only for a message newer
+ * than the count in it: one whose writer was still between its prod and
+ * its look at armed when the reader took it in and armed again wakes
+ * nobody.  A writer that stopped between its take and its count
+ * (preempted) is waited for 50 us; then the reader adds 1 to lost, and a
+ * writer that finds lost moved since before its take sends nothing.  One
+ * that had looked already says so in sending (stored before its look, as
+ * lost is before the reader's look at sending), and is waited for until
+ * it has counted its byte (10 ms at most: a peer that never counts).  (armed = 2, a stand-in arm without a count,
+ * is a reader's of before 2026-12-07.)
  *
  * here is 1 from when a side maps the memory until it lets go of it: the
  * ping of conn.h (a peer whose TCP end closed before its cut-over; a
@@ -50,14 +68,17 @@ struct rsx_conn;
  * alive, where RDMA asks the peer's queue pair.
  */
 #define RSX_SHM_DEPTH	128
+#define RSX_SHM_ARM_X	0x80000000u
 
 struct rsx_shm_q {
 	uint32_t prod;		/* messages the writer has put in */
-	uint32_t armed;		/* 1: wake the eventfd; 2: the stand-in */
+	uint32_t armed;		/* 1: the eventfd; RSX_SHM_ARM_X: the stand-in */
 	uint32_t here;		/* the reader has the memory mapped */
 	uint32_t woken;		/* bytes sent to the stand-in, after each */
 	uint64_t xtok;		/* the reader's stand-in's name (armed 2) */
-	uint32_t pad[10];
+	uint32_t lost;		/* taken arms the reader stopped waiting for */
+	uint32_t sending;	/* the writer is past its look at lost */
+	uint32_t pad[8];
 	uint32_t imm[RSX_SHM_DEPTH];
 };
 

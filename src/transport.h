@@ -38,7 +38,9 @@ struct rsx_conn;
  *   arm        asks for a wake-up on the channel; 0: none can be missed.
  *              xtok non-zero: on the readiness stand-in of that name
  *              instead, where the transport can (shared memory, shm.h)
- *   woken      wake-ups sent to the stand-in so far (NULL: never any)
+ *   disarm     takes back an arm on the stand-in (NULL: never any)
+ *   woken      wake-ups sent to the stand-in so far, once those of the
+ *              arms that writers took have landed (NULL: never any)
  *   event      consumes a wake-up of the channel
  *   channel    the descriptor that poll() and epoll watch
  *   destroy    frees it all, the rsx_conn too
@@ -57,7 +59,8 @@ struct rsx_transport {
 	int (*ping)(struct rsx_conn *c);
 	uint8_t ping_now;
 	int (*arm)(struct rsx_conn *c, uint64_t xtok);
-	uint32_t (*woken)(const struct rsx_conn *c);
+	void (*disarm)(struct rsx_conn *c);
+	uint32_t (*woken)(struct rsx_conn *c);
 	void (*event)(struct rsx_conn *c);
 	int (*channel)(const struct rsx_conn *c);
 	void (*destroy)(struct rsx_conn *c);

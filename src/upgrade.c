@@ -1007,14 +1007,13 @@ int rsx_sock_ready_wanted(const struct rsx_sock *s)
 
 /*
  * Is s's connection to be armed now?  When it is not and a thread sleeps
- * (rsx_ready_arm_now), and when it is on the stand-in where the peer may
- * no longer wake it (the program's wish changed: rsx_ready_direct).
+ * (rsx_ready_arm_now).  One armed on the stand-in has been taken back
+ * (rsx_conn_disarm_x) and is armed anew where the program's wish now says
+ * (rsx_ready_direct).
  */
 static int rsx_sock_arm_wanted(struct rsx_sock *s)
 {
-	if (s->conn->armed)
-		return s->conn->armed_x && !rsx_ready_direct(s);
-	return rsx_ready_arm_now();
+	return !s->conn->armed && rsx_ready_arm_now();
 }
 
 void rsx_sock_ready_sync(struct rsx_sock *s)
@@ -1022,7 +1021,7 @@ void rsx_sock_ready_sync(struct rsx_sock *s)
 	static const struct rsx_ready_state waiting = { .out = 1 };
 	struct rsx_conn *c = s->conn;
 	struct rsx_ready_state st;
-	int pass;
+	int pass, x;
 
 	if (likely(!s->rdy) || !rsx_sock_ready_wanted(s))
 		return;
@@ -1041,8 +1040,12 @@ void rsx_sock_ready_sync(struct rsx_sock *s)
 	}
 	for (pass = 0;; pass++) {
 		rsx_progress(s, s->rdy->tcp);
-		if (c->qp_ready && !c->err && rsx_sock_arm_wanted(s) &&
+		/* an arm on x back first, then anew (rsx_conn_disarm_x) */
+		x = rsx_conn_disarm_x(c);
+		if (c->qp_ready && !c->err && (x || rsx_sock_arm_wanted(s)) &&
 		    !rsx_conn_arm_to(c, rsx_ready_direct(s)))
+			x = 1;
+		if (x)
 			rsx_progress(s, s->rdy->tcp);
 		if (c->peer_down) {
 			if (rsx_down_settle(s, s->rdy->tcp))

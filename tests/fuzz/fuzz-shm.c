@@ -110,6 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct rsx_hello peer;
 	struct rsx_conn *c;
 	struct iovec iov;
+	uint32_t arm;
 	size_t n, i;
 	int ret;
 
@@ -181,12 +182,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		default:
 			/*
 			 * the client lets go of the memory, or takes it back;
-			 * it asks for its wake-ups anyhow (armed 2: on a
-			 * stand-in of any name), and moves our count of them
+			 * it asks for its wake-ups anyhow (on a stand-in of
+			 * any name, with any count, or as before 2026-12-07),
+			 * and moves our count of them
 			 */
 			c->shm_txq->here = take(&in, 1) & 1;
 			c->shm_txq->xtok = take(&in, 8);
-			__atomic_store_n(&c->shm_txq->armed, take(&in, 1) % 3,
+			arm = take(&in, 1) % 4;
+			if (arm == 3)
+				arm = RSX_SHM_ARM_X | (uint32_t)take(&in, 4);
+			__atomic_store_n(&c->shm_txq->armed, arm,
 					 __ATOMIC_RELEASE);
 			c->shm_rxq->woken = take(&in, 4);
 			if (take(&in, 1) & 1)
