@@ -364,12 +364,12 @@ struct ibv_comp_channel *rsx_dev_chan(struct rsx_dev *dev)
 		return ch;
 	pthread_mutex_lock(&rsx_dev_lock);
 	ch = atomic_load(&dev->chan);
-	if (!ch) {
-		rsx_guard_enter();
-		ch = rsx_ibv.create_comp_channel(dev->ctx);
-		rsx_guard_leave();
-	}
-	if (ch && !atomic_load(&dev->chan)) {
+	if (ch)
+		goto out;
+	rsx_guard_enter();
+	ch = rsx_ibv.create_comp_channel(dev->ctx);
+	rsx_guard_leave();
+	if (ch) {
 		ch->fd = rsx_fd_hide(ch->fd);
 		/* drained without blocking, as the async events are */
 		rsx_libc.fcntl(ch->fd, F_SETFL,
@@ -378,6 +378,7 @@ struct ibv_comp_channel *rsx_dev_chan(struct rsx_dev *dev)
 			if (rsx_devs[i].ctx == dev->ctx)
 				atomic_store(&rsx_devs[i].chan, ch);
 	}
+out:
 	pthread_mutex_unlock(&rsx_dev_lock);
 	return ch;
 }

@@ -374,11 +374,12 @@ static void rsx_watch_chan_del(struct rsx_conn *c)
  */
 int rsx_ready_chan_watch(struct rsx_dev *dev)
 {
+	uint32_t epoch = atomic_load(&dev->chan_epoch);
 	int ret;
 
-	if (likely(atomic_load(&dev->chan_epoch) ==
-		   __atomic_load_n(&rsx_watch_epoch, __ATOMIC_ACQUIRE) &&
-		   atomic_load(&dev->chan_epoch)))
+	/* 0: never in a watcher's set */
+	if (likely(epoch && epoch == __atomic_load_n(&rsx_watch_epoch,
+						     __ATOMIC_ACQUIRE)))
 		return 0;
 	pthread_mutex_lock(&rsx_watch_lock);
 	ret = rsx_watch_start();

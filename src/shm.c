@@ -290,8 +290,8 @@ static int rsx_shm_post(struct rsx_conn *c, uint64_t roff, const void *src,
 	struct rsx_shm_q *q = c->shm_txq;
 	uint64_t one = 1;
 	uint32_t n = (uint32_t)c->tx_msgs;	/* counted by the caller */
-	uint32_t armed, lost;
-	int ret;
+	uint32_t armed, lost, type = imm >> 28;
+	int ret, x;
 
 	(void)roff, (void)src, (void)len, (void)signal;
 	c->sq_done = ++c->sq_posted;
@@ -312,7 +312,7 @@ static int rsx_shm_post(struct rsx_conn *c, uint64_t roff, const void *src,
 		 * only while x shows room: rsx_ready_direct).
 		 */
 		if ((armed & RSX_SHM_ARM_X) &&
-		    (imm >> 28 == RSX_IMM_CREDIT || !rsx_shm_newer(n, armed)))
+		    (type == RSX_IMM_CREDIT || !rsx_shm_newer(n, armed)))
 			return 0;
 	} while (!__atomic_compare_exchange_n(&q->armed, &armed, 0, 0,
 					      __ATOMIC_ACQ_REL,
@@ -324,9 +324,9 @@ static int rsx_shm_post(struct rsx_conn *c, uint64_t roff, const void *src,
 	 * not: the reader waits for that count (rsx_shm_woken).
 	 */
 	ret = -1;
-	if (armed == 2 || ((armed & RSX_SHM_ARM_X) &&
-			   (imm >> 28 == RSX_IMM_DATA ||
-			    imm >> 28 == RSX_IMM_FIN))) {
+	x = armed == 2 || (armed & RSX_SHM_ARM_X);
+	if (x && (armed == 2 || type == RSX_IMM_DATA ||
+		  type == RSX_IMM_FIN)) {
 		/*
 		 * Unless the reader gave up on us and showed x itself:
 		 * sending before that look, as the reader adds to lost
@@ -339,7 +339,7 @@ static int rsx_shm_post(struct rsx_conn *c, uint64_t roff, const void *src,
 			ret = rsx_shm_wake_x(__atomic_load_n(&q->xtok,
 							     __ATOMIC_RELAXED));
 	}
-	if (armed == 2 || (armed & RSX_SHM_ARM_X)) {
+	if (x) {
 		__atomic_fetch_add(&q->woken, 1, __ATOMIC_RELEASE);
 		__atomic_store_n(&q->sending, 0, __ATOMIC_RELEASE);
 	}
