@@ -87,9 +87,15 @@ esac
 # device's channel, which the readiness thread drains (issue 20 item 7),
 # and each blocking recv sleeps (no spin) until that thread kicks it.
 scenario turned 100 blocking RSOCKX_SPIN_US=0
-ran turned &&
-	check "turned: the blocking recvs were woken from the device's channel (chan_kicks $(stat_of "$tmpdir/turned.cstats" chan_kicks), 300 round trips)" \
-		test "$(stat_of "$tmpdir/turned.cstats" chan_kicks)" -ge 150
+# A recv that finds its answer in needs no sleep (fewer on a busy host:
+# 297 sleeps of 300 in one run, 77 in another), so the kicks are counted
+# against the client's sleeps, each of which must have had one.
+if ran turned; then
+	k=$(stat_of "$tmpdir/turned.cstats" chan_kicks)
+	z=$(stat_of "$tmpdir/turned.cstats" sleeps)
+	check "turned: the blocking recvs were woken from the device's channel (chan_kicks $k for $z sleeps, 300 round trips)" \
+		test "$k" -ge 1 -a $((2 * k)) -ge "$z"
+fi
 # A 1 s spin in the client's epoll, poll, select and blocking recv: a
 # signal during it interrupts the wait at once, and data during it ends
 # the wait unslept.  A blocking recv whose signal handlers all have
